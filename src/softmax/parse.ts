@@ -1,0 +1,101 @@
+/**
+ * Validation and conversion of user-supplied rows: probabilities and logits.
+ * Errors are `InputError`s whose message names the argument and what was expected.
+ */
+export class InputError extends Error {
+  override name = "InputError";
+}
+
+/** Options of {@link parseProbabilityRow}. */
+export interface ProbabilityRowOptions {
+  /** Divide by the sum instead of rejecting rows whose sum is off from 1 (default false). */
+  normalize?: boolean;
+  /** Largest accepted |sum - 1| when not normalizing (default 1e-6). */
+  tolerance?: number;
+  /** Name used in error messages (default "p"). */
+  name?: string;
+}
+
+/**
+ * Checks a probability row: non-empty, every entry finite and >= 0, sum within
+ * `tolerance` of 1 (or normalized when `normalize`).
+ *
+ * @returns a Float64Array copy (normalized when asked).
+ * @throws InputError naming the argument, the position and the problem.
+ */
+export function parseProbabilityRow(
+  values: ArrayLike<number>,
+  options: ProbabilityRowOptions = {},
+): Float64Array {
+  const { normalize = false, tolerance = 1e-6, name = "p" } = options;
+  if (values.length === 0) throw new InputError(`${name}: empty row, expected at least one probability`);
+  const p = Float64Array.from(values as ArrayLike<number>);
+  let sum = 0;
+  for (let i = 0; i < p.length; i++) {
+    const v = p[i];
+    if (Number.isNaN(v)) throw new InputError(`${name}: entry ${i} is NaN, expected a probability in [0, 1]`);
+    if (!Number.isFinite(v)) throw new InputError(`${name}: entry ${i} is ${v}, expected a finite probability`);
+    if (v < 0) throw new InputError(`${name}: entry ${i} is negative (${v}), expected a probability >= 0`);
+    sum += v;
+  }
+  if (normalize) {
+    if (!(sum > 0)) throw new InputError(`${name}: all entries are 0, cannot normalize`);
+    for (let i = 0; i < p.length; i++) p[i] /= sum;
+    return p;
+  }
+  if (Math.abs(sum - 1) > tolerance)
+    throw new InputError(
+      `${name}: entries sum to ${sum}, expected 1 within ${tolerance} (pass --normalize to rescale)`,
+    );
+  return p;
+}
+
+/**
+ * Numerically stable softmax of a logit row (log-sum-exp: the maximum is subtracted
+ * first), so logits of magnitude 1e3 and beyond work.
+ *
+ * @returns probabilities in float64, summing to 1 up to rounding.
+ * @throws InputError on an empty row or a NaN or infinite logit.
+ */
+export function softmaxRow(logits: ArrayLike<number>, name = "logits"): Float64Array {
+  if (logits.length === 0) throw new InputError(`${name}: empty row, expected at least one logit`);
+  let max = -Infinity;
+  for (let i = 0; i < logits.length; i++) {
+    const z = logits[i];
+    if (!Number.isFinite(z))
+      throw new InputError(`${name}: entry ${i} is ${z}, expected a finite logit`);
+    if (z > max) max = z;
+  }
+  const p = new Float64Array(logits.length);
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) {
+    p[i] = Math.exp(logits[i] - max);
+    sum += p[i];
+  }
+  for (let i = 0; i < p.length; i++) p[i] /= sum;
+  return p;
+}
+
+/**
+ * Parses "0.5,0.3,0.2" (commas and/or whitespace) into numbers, strictly: every field
+ * must be a complete decimal number ("1e-3" and "-inf"/"nan" words are accepted so that
+ * the row validator can name the problem).
+ *
+ * @throws InputError naming the argument and the malformed field.
+ */
+export function parseNumberList(text: string, name: string): number[] {
+  const fields = text
+    .trim()
+    .split(/[\s,]+/)
+    .filter((f) => f.length > 0);
+  if (fields.length === 0) throw new InputError(`${name}: empty row, expected comma-separated numbers`);
+  return fields.map((field, i) => {
+    const lower = field.toLowerCase();
+    if (lower === "nan") return NaN;
+    if (["inf", "+inf", "infinity", "+infinity"].includes(lower)) return Infinity;
+    if (["-inf", "-infinity"].includes(lower)) return -Infinity;
+    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(field))
+      throw new InputError(`${name}: field ${i} "${field}" is not a number`);
+    return Number(field);
+  });
+}

@@ -1,0 +1,55 @@
+/**
+ * One pass over an attention row: the quantities every sigma formula needs.
+ *
+ * Why not sort: sigma, sigmaTop2 and sigmaQuad need only the largest entry, the second
+ * largest and two sums over the others, so one O(n) scan replaces an O(n log n) sort.
+ */
+export interface RowStats {
+  /** Number of positions in the row (masked ones included). */
+  n: number;
+  /** Index of the largest entry p_(1) within the row (first one on ties); -1 if none is positive. */
+  topIndex: number;
+  /** p_(1): the largest entry (0 for an all-zero or fully masked row). */
+  a: number;
+  /** p_(2): the largest entry at any other index (equals `a` on a tie at the top). */
+  b: number;
+  /** r = sum of all entries but p_(1); the stable form of 1 - p_(1) (MATH.md section 1). */
+  r: number;
+  /** S = sum of squares of all entries but p_(1). */
+  s: number;
+}
+
+/**
+ * Reads entries data[offset .. offset + n) of a row-major buffer, treating masked
+ * positions (mask[maskOffset + i] === 0) as exact zeros.
+ */
+export function rowStats(
+  data: ArrayLike<number>,
+  offset = 0,
+  n: number = data.length - offset,
+  mask?: ArrayLike<number | boolean>,
+  maskOffset: number = offset,
+): RowStats {
+  let a = 0;
+  let topIndex = -1;
+  for (let i = 0; i < n; i++) {
+    const v = mask !== undefined && !mask[maskOffset + i] ? 0 : data[offset + i];
+    if (v > a) {
+      a = v;
+      topIndex = i;
+    }
+  }
+  let b = 0;
+  let r = 0;
+  let s = 0;
+  for (let i = 0; i < n; i++) {
+    if (i === topIndex) continue;
+    const v = mask !== undefined && !mask[maskOffset + i] ? 0 : data[offset + i];
+    if (v > 0) {
+      r += v;
+      s += v * v;
+      if (v > b) b = v;
+    }
+  }
+  return { n, topIndex, a, b, r, s };
+}

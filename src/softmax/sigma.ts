@@ -1,0 +1,156 @@
+import { rowStats, type RowStats } from "./rowStats.ts";
+import { sigmaQuadFromStats } from "./closedForm.ts";
+
+/**
+ * Exact spectral norm of the softmax Jacobian of one attention row,
+ * sigma(p) = ||diag(p) - p p^T||_2 = lambda_max(diag(p) - p p^T) (MATH.md section 1).
+ *
+ * Computed in float64 as the root in (p_(2), p_(1)) of the secular equation
+ * sum_i p_i^2 / (p_i - lambda) = 1, by Newton's method safeguarded with bisection and
+ * started from the closed-form upper bound sigmaQuad: O(n) per iteration, usually 2 to 5
+ * iterations, machine precision. The term of p_(1) is rewritten as
+ * (lambda - p_(1) r) / (p_(1) - lambda) with r the sum of the other entries, so rows near
+ * one-hot (sigma ~ 2(1 - p_(1))) keep full relative precision.
+ *
+ * Exact special cases: n <= 1, all-zero or one-hot rows give 0; a tie at the top
+ * (p_(1) = p_(2)) gives p_(1); zero entries (masked positions) drop out.
+ *
+ * @param p a probability row (entries >= 0, summing to 1 up to rounding). Entries are not
+ *   validated here (hot path); use `parseProbabilityRow` for user input.
+ * @returns sigma in [0, 1/2].
+ */
+export function sigma(p: ArrayLike<number>): number {
+  return sigmaFromRow(p, 0, p.length);
+}
+
+/**
+ * sigma of the row data[offset .. offset + n) of a row-major buffer, masked positions
+ * (mask[maskOffset + i] falsy) counting as zeros. See {@link sigma}.
+ */
+export function sigmaFromRow(
+  data: ArrayLike<number>,
+  offset: number,
+  n: number,
+  mask?: ArrayLike<number | boolean>,
+  maskOffset: number = offset,
+): number {
+  const st = rowStats(data, offset, n, mask, maskOffset);
+  return solveSecular(st, data, offset, mask, maskOffset);
+}
+
+const EPS = Number.EPSILON;
+const MAX_ITERATIONS = 100;
+
+/** Secular-equation root for a row whose statistics are known; see {@link sigma}. */
+export function solveSecular(
+  st: RowStats,
+  data: ArrayLike<number>,
+  offset: number,
+  mask?: ArrayLike<number | boolean>,
+  maskOffset: number = offset,
+): number {
+  const { n, topIndex, a, b, r } = st;
+  if (topIndex < 0 || b <= 0) return 0; // empty, all-zero or one-hot
+  if (b >= a) return a; // tie at the top: p_(1) is an eigenvalue and the largest
+
+  // f(lambda) = g(lambda) - 1, increasing on (b, a), written without cancellation.
+  const f = (lambda: number): [number, number] => {
+    const da = a - lambda;
+    let value = (lambda - a * r) / da;
+    let slope = (a * a) / (da * da);
+    for (let i = 0; i < n; i++) {
+      if (i === topIndex) continue;
+      const v = mask !== undefined && !mask[maskOffset + i] ? 0 : data[offset + i];
+      if (v > 0) {
+        const d = v - lambda;
+        const t = v / d;
+        value += v * t;
+        slope += t * t;
+      }
+    }
+    return [value, slope];
+  };
+
+  let lo = b;
+  let hi = a;
+  let x = Math.min(sigmaQuadFromStats(st), a);
+  if (!(x > lo && x < hi)) x = lo + (hi - lo) / 2;
+  for (let it = 0; it < MAX_ITERATIONS; it++) {
+    const [fx, dfx] = f(x);
+    if (fx === 0) return x;
+    if (fx > 0) hi = x;
+    else lo = x;
+    let next = x - fx / dfx;
+    if (!(next > lo && next < hi)) next = lo + (hi - lo) / 2;
+    if (Math.abs(next - x) <= 2 * EPS * next || hi - lo <= 2 * EPS * hi) return next;
+    x = next;
+  }
+  return x;
+}
+
+/**
+ * Unit top eigenvector v of J(p) = diag(p) - p p^T and sigma, from v_k proportional to
+ * p_k / (p_k - sigma) (MATH.md section 1). On a tie at the top (no unique eigenvector) it
+ * returns the normalized difference of the first two tied positions, one valid choice.
+ * Zero and masked entries get v_k = 0.
+ *
+ * @returns {sigma, v} with v of length n (all zeros when sigma = 0).
+ */
+export function sigmaEigenvector(
+  data: ArrayLike<number>,
+  offset = 0,
+  n: number = data.length - offset,
+  mask?: ArrayLike<number | boolean>,
+  maskOffset: number = offset,
+): { sigma: number; v: Float64Array } {
+  const st = rowStats(data, offset, n, mask, maskOffset);
+  const s = solveSecular(st, data, offset, mask, maskOffset);
+  const v = new Float64Array(n);
+  if (s === 0) return { sigma: 0, v };
+  const value = (i: number) => (mask !== undefined && !mask[maskOffset + i] ? 0 : data[offset + i]);
+  if (st.b >= st.a) {
+    let second = -1;
+    for (let i = 0; i < n; i++) if (i !== st.topIndex && value(i) === st.a) second = second < 0 ? i : second;
+    v[st.topIndex] = Math.SQRT1_2;
+    v[second] = -Math.SQRT1_2;
+    return { sigma: s, v };
+  }
+  let norm2 = 0;
+  for (let i = 0; i < n; i++) {
+    const p = value(i);
+    if (p > 0) {
+      // The top entry's denominator a - sigma is computed directly: it is the largest gap.
+      const vi = p / (p - s);
+      v[i] = vi;
+      norm2 += vi * vi;
+    }
+  }
+  const inv = 1 / Math.sqrt(norm2);
+  for (let i = 0; i < n; i++) v[i] *= inv;
+  return { sigma: s, v };
+}
+
+/**
+ * Gradient of sigma(p) with respect to each entry of p (the entries treated as free
+ * variables, as backpropagation through softmax needs): d sigma / d p_k = v_k^2 - 2 (p.v) v_k
+ * with v the unit top eigenvector (MATH.md section 1). At a tie at the top sigma is not
+ * differentiable and this returns one subgradient.
+ *
+ * @returns {sigma, grad} with grad of length n (zeros at zero and masked entries).
+ */
+export function sigmaGradient(
+  data: ArrayLike<number>,
+  offset = 0,
+  n: number = data.length - offset,
+  mask?: ArrayLike<number | boolean>,
+  maskOffset: number = offset,
+): { sigma: number; grad: Float64Array } {
+  const { sigma: s, v } = sigmaEigenvector(data, offset, n, mask, maskOffset);
+  let pv = 0;
+  for (let i = 0; i < n; i++) {
+    if (v[i] !== 0) pv += data[offset + i] * v[i];
+  }
+  const grad = new Float64Array(n);
+  for (let i = 0; i < n; i++) grad[i] = v[i] * v[i] - 2 * pv * v[i];
+  return { sigma: s, grad };
+}
