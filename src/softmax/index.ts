@@ -4,4 +4,5 @@ export { referenceBounds, type ReferenceBounds } from "./referenceBounds.ts";
 export { sigmaRows, type RowNorm, type SigmaRowsOptions } from "./rows.ts";
 export { rowStats, type RowStats } from "./rowStats.ts";
 export { sigmaTensor, sigmaTop2Tensor, sigmaQuadTensor } from "./tensor.ts";
-export { parseProbabilityRow, softmaxRow, parseNumberList, InputError } from "./parse.ts";
+export { parseProbabilityRow, softmaxRow, parseNumber, parseNumberList, InputError } from "./parse.ts";
+export { rowReport, ROW_BOUNDS, type RowReport } from "./rowReport.ts";

@@ -89,13 +89,22 @@ export function parseNumberList(text: string, name: string): number[] {
     .split(/[\s,]+/)
     .filter((f) => f.length > 0);
   if (fields.length === 0) throw new InputError(`${name}: empty row, expected comma-separated numbers`);
-  return fields.map((field, i) => {
-    const lower = field.toLowerCase();
-    if (lower === "nan") return NaN;
-    if (["inf", "+inf", "infinity", "+infinity"].includes(lower)) return Infinity;
-    if (["-inf", "-infinity"].includes(lower)) return -Infinity;
-    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(field))
-      throw new InputError(`${name}: field ${i} "${field}" is not a number`);
-    return Number(field);
-  });
+  return fields.map((field, i) => parseNumber(field, `${name}: field ${i}`));
+}
+
+/**
+ * Parses one decimal number strictly ("1e-3" is accepted; so are "nan" and "inf" words, so
+ * that validators can name the problem).
+ *
+ * @param where prefix of the error message, e.g. "--file row 2 field 3".
+ * @throws InputError when the text is not a complete number.
+ */
+export function parseNumber(field: string, where: string): number {
+  const lower = field.trim().toLowerCase();
+  if (lower === "nan") return NaN;
+  if (["inf", "+inf", "infinity", "+infinity"].includes(lower)) return Infinity;
+  if (["-inf", "-infinity"].includes(lower)) return -Infinity;
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(lower))
+    throw new InputError(`${where} "${field}" is not a number`);
+  return Number(lower);
 }

@@ -1,4 +1,4 @@
-import { tf } from "../backend.ts";
+import { oneHotFloat, tf } from "../backend.ts";
 import { sigmaFromRow, sigmaGradient } from "./sigma.ts";
 
 /**
@@ -21,11 +21,11 @@ interface TopTwo {
  */
 function topTwo(p: tf.Tensor): TopTwo {
   const n = p.shape[p.rank - 1];
-  const first = tf.oneHot(tf.argMax(p, -1), n, 1, 0, "float32");
+  const first = oneHotFloat(tf.argMax(p, -1), n);
   const a = tf.sum(tf.mul(p, first), -1);
   const rest = tf.mul(p, tf.sub(1, first));
   const r = tf.sum(rest, -1);
-  const second = tf.oneHot(tf.argMax(rest, -1), n, 1, 0, "float32");
+  const second = oneHotFloat(tf.argMax(rest, -1), n);
   const b = tf.sum(tf.mul(rest, second), -1);
   return { a, b, r, rest };
 }
@@ -52,7 +52,7 @@ export function sigmaTop2Tensor(p: tf.Tensor): tf.Tensor {
 
 /**
  * sigmaQuad per row (MATH.md section 1). Differentiable by autodiff; where the
- * discriminant is 0 (one-hot rows) the square root is taken of a guarded value so the
+ * discriminant is 0 (one-hot rows) the square root is taken of max(disc, 1e-30) so the
  * gradient stays finite.
  *
  * @param p attention probabilities, float32, shape [..., n].
@@ -66,9 +66,9 @@ export function sigmaQuadTensor(p: tf.Tensor): tf.Tensor {
     const bigB = tf.sub(tf.add(tf.mul(a, r), b), s);
     const bigC = tf.mul(a, tf.sub(tf.mul(b, r), s));
     const disc = tf.sub(tf.square(bigB), tf.mul(4, bigC));
-    // sqrt'(0) is infinite: feed 1 where the discriminant is not positive, then select 0.
-    const positive = tf.greater(disc, 0);
-    const root = tf.where(positive, tf.sqrt(tf.where(positive, disc, tf.onesLike(disc))), tf.zerosLike(disc));
+    // sqrt'(0) is infinite (one-hot rows): a floor of 1e-30 keeps the gradient finite and
+    // changes the value by at most 1e-15.
+    const root = tf.sqrt(tf.maximum(tf.sub(tf.square(bigB), tf.mul(4, bigC)), 1e-30));
     return tf.div(tf.add(bigB, root), 2);
   });
 }

@@ -1,0 +1,50 @@
+import { Command, CommanderError } from "commander";
+import { sigmaCommand } from "./sigmaCommand.ts";
+import { isInputProblem, oneLine } from "./errors.ts";
+
+/**
+ * The `attnlip` command line. Exit codes: 0 success, 2 bad input (one line on stderr),
+ * 1 internal error (one line; ATTNLIP_DEBUG=1 prints the stack).
+ */
+export function buildProgram(): Command {
+  const program = new Command("attnlip")
+    .description(
+      "Local Lipschitz bounds of transformers from their attention distributions (arXiv:2507.07814), JaSMin training and robustness evaluation",
+    )
+    .version("0.1.0")
+    .showHelpAfterError(false)
+    .exitOverride();
+  program.addCommand(sigmaCommand());
+  for (const command of [program, ...program.commands])
+    command.exitOverride().configureOutput({ outputError: writeOneLine });
+  return program;
+}
+
+/** commander prints usage errors as "error: ..." over several lines; keep one line. */
+function writeOneLine(text: string, write: (s: string) => void): void {
+  write(`attnlip: ${text.split("\n")[0].replace(/^error: /, "")}\n`);
+}
+
+/** Runs the CLI on argv and returns the exit code. */
+export async function runCli(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help")
+        return 0;
+      return 2; // commander already printed its one-line message
+    }
+    if (isInputProblem(error)) {
+      console.error(`attnlip: ${oneLine(error)}`);
+      return 2;
+    }
+    console.error(`attnlip: internal error: ${oneLine(error)}`);
+    if (process.env.ATTNLIP_DEBUG) console.error(error);
+    return 1;
+  }
+}
+
+process.exitCode = await runCli(process.argv);

@@ -1,0 +1,111 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runAttnlip } from "../helpers/cli.ts";
+
+test("sigma --json prints exactly the documented object for one row", () => {
+  const r = runAttnlip(["sigma", "0.5,0.3,0.2", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(Object.keys(out), ["n", "sigma", "sigmaQuad", "sigmaTop2", "top1", "gershgorin", "trace", "half"]);
+  assert.equal(out.n, 3);
+  assert.ok(Math.abs(out.sigma - 0.388102496759067) < 1e-12);
+  assert.ok(Math.abs(out.sigmaQuad - 0.394661853126194) < 1e-12);
+  assert.equal(out.sigmaTop2, 0.4);
+  assert.equal(out.half, 0.5);
+});
+
+test("sigma prints a table with ratios to sigma", () => {
+  const r = runAttnlip(["sigma", "0.5,0.3,0.2"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /sigma \(exact\)\s*│ 0\.388102/);
+  assert.match(r.stdout, /sigmaTop2\s*│ 0\.4\s*│ 1\.03066/);
+});
+
+test("sigma --logits applies a stable softmax, also at magnitude 1e3", () => {
+  const r = runAttnlip(["sigma", "--logits", "1000,-1000,999", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  const a = 1 / (1 + Math.exp(-1));
+  assert.ok(Math.abs(out.sigma - 2 * a * (1 - a)) < 1e-12, `got ${out.sigma}`);
+  const neg = runAttnlip(["sigma", "--logits", "-1,2,3", "--json"]);
+  assert.equal(neg.code, 0, neg.stderr);
+  assert.ok(JSON.parse(neg.stdout).sigma > 0);
+});
+
+test("sigma --file summarises many rows from CSV and JSON", () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-sigma-"));
+  const csv = join(dir, "rows.csv");
+  writeFileSync(csv, "\ufeff0.5,0.3,0.2\r\n\r\n0.7,0.3\r\n# a comment\n1,0,0\n");
+  const r = runAttnlip(["sigma", "--file", csv, "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.rows, 3);
+  assert.equal(out.rowsWithPositiveSigma, 2);
+  assert.ok(Math.abs(out.summary.sigma.max - 0.42) < 1e-12);
+  const json = join(dir, "rows.json");
+  writeFileSync(json, JSON.stringify([[0.25, 0.25, 0.25, 0.25], [0.97, 0.01, 0.01, 0.01]]));
+  const t = runAttnlip(["sigma", "--file", json]);
+  assert.equal(t.code, 0, t.stderr);
+  assert.match(t.stdout, /2 rows/);
+  assert.match(t.stdout, /median ratio/);
+});
+
+const badCases: [string, string[], RegExp][] = [
+  ["negative entry", ["sigma", "-0.1,0.6,0.5"], /entry 0 is negative/],
+  ["NaN entry", ["sigma", "0.5,nan,0.5"], /entry 1 is NaN/],
+  ["infinite entry", ["sigma", "0.5,inf"], /entry 1 is Infinity/],
+  ["empty row", ["sigma", ","], /empty row/],
+  ["sum off from 1", ["sigma", "0.5,0.4"], /sum to 0\.9, expected 1 within/],
+  ["not a number", ["sigma", "0.5,abc"], /field 1 "abc" is not a number/],
+  ["infinite logit", ["sigma", "--logits", "1,-inf"], /--logits: entry 1 is -Infinity, expected a finite logit/],
+  ["NaN logit", ["sigma", "--logits", "nan,1"], /--logits: entry 0 is NaN/],
+  ["no input", ["sigma"], /give exactly one of/],
+  ["two inputs", ["sigma", "0.5,0.5", "--logits", "1,2"], /give exactly one of/],
+  ["missing file", ["sigma", "--file", "/nonexistent/rows.csv"], /cannot read \/nonexistent\/rows\.csv \(no such file\)/],
+  ["unknown option", ["sigma", "--frobnicate"], /unknown option '--frobnicate'/],
+  ["unknown command", ["sigmas"], /unknown command 'sigmas'/],
+];
+
+for (const [name, args, message] of badCases) {
+  test(`bad input exits 2 with one line: ${name}`, () => {
+    const r = runAttnlip(args);
+    assert.equal(r.code, 2, `exit code for ${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stdout, "");
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `expected one line, got: ${r.stderr}`);
+    assert.match(lines[0], message);
+    assert.match(lines[0], /^attnlip: /);
+  });
+}
+
+test("bad rows in files name the file row", () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-sigma-"));
+  const cases: [string, string, RegExp][] = [
+    ["bad.csv", "0.5,0.5\n0.2,0.2\n", /--file row 2: entries sum to 0\.4/],
+    ["bad.json", "[[0.5, 0.5], [1, \"x\"]]", /--file row 2: field 2 is not a number/],
+    ["bad2.csv", "0.5,0.5\n0.5,x\n", /--file row 2: field 2 "x" is not a number/],
+    ["broken.json", "[[0.5, 0.5]", /is not valid JSON/],
+    ["flat.json", "[0.5, 0.5]", /must hold a JSON array of arrays/],
+    ["empty.csv", "\n\n", /holds no rows/],
+    ["rows.xlsx", "", /expected a \.csv or \.json file/],
+  ];
+  for (const [file, content, message] of cases) {
+    const path = join(dir, file);
+    writeFileSync(path, content);
+    const r = runAttnlip(["sigma", "--file", path]);
+    assert.equal(r.code, 2, `${file}: ${r.stderr}`);
+    assert.match(r.stderr.trim(), message);
+    assert.equal(r.stderr.trim().split("\n").length, 1);
+  }
+  const ok = runAttnlip(["sigma", "--file", join(dir, "bad.csv"), "--normalize", "--json"]);
+  assert.equal(ok.code, 0, ok.stderr);
+});
+
+test("help and version exit 0", () => {
+  assert.equal(runAttnlip(["--help"]).code, 0);
+  assert.equal(runAttnlip(["sigma", "--help"]).code, 0);
+  assert.match(runAttnlip(["--version"]).stdout, /\d+\.\d+\.\d+/);
+});
