@@ -1,0 +1,87 @@
+import { tf } from "../backend.ts";
+import { linear } from "./linear.ts";
+import { maskOffset } from "./mask.ts";
+
+/**
+ * Parameters of multi-head self-attention. W_Q, W_K, W_V, W_O are [d, d]; head h uses columns
+ * h*d_k .. (h+1)*d_k - 1 of W_Q, W_K, W_V (d_k = d / heads) and rows h*d_k .. of W_O.
+ * Q/K/V biases [d] are optional (config qkvBias); the output bias [d] is always present.
+ */
+export interface AttentionParams {
+  wq: tf.Tensor;
+  wk: tf.Tensor;
+  wv: tf.Tensor;
+  wo: tf.Tensor;
+  bq?: tf.Tensor;
+  bk?: tf.Tensor;
+  bv?: tf.Tensor;
+  bo: tf.Tensor;
+}
+
+/**
+ * Output of {@link multiHeadAttention}: out [b, n, d]; per head Q, K, V [b, heads, n, d_k]
+ * (Q = X W_Q + b_Q, unscaled); probabilities P [b, heads, n, n] (rows sum to 1 over allowed
+ * keys, exactly 0 at masked keys, all 0 in a fully masked row).
+ */
+export type AttentionResult = {
+  out: tf.Tensor;
+  q: tf.Tensor;
+  k: tf.Tensor;
+  v: tf.Tensor;
+  p: tf.Tensor;
+};
+
+/**
+ * Multi-head self-attention (Vaswani et al. 2017; notation of MATH.md section 2):
+ * P_h = rowsoftmax(Q_h K_h^T / sqrt(d_k)) with masked entries 0, out = [P_1 V_1, ..., P_H V_H] W_O + b_O.
+ *
+ * Formulated for wasm (PERF.md): one [b*n, d] x [d, 3d] matmul for Q, K, V; reshape to
+ * [b, n, 3h, d_k] and one rank-4 transpose to [b, 3h, n, d_k]; Q K^T as matMul with transposeB.
+ * Masking: scores get -1e9 at masked keys, then the softmax output is multiplied by the mask,
+ * so masked probabilities are exactly 0 and so is the gradient reaching masked scores; a fully
+ * masked query row has P = 0 and a zero head output (the layer output row is then b_O), with no
+ * NaN in forward or backward.
+ *
+ * @param x float32 [b, n, d].
+ * @param heads number of heads; must divide d.
+ * @param allowed optional float32 mask broadcastable to [b, heads, n, n] (see mask.ts), 1 = may attend.
+ * @throws RangeError when x is not rank 3, d is not divisible by heads, or weights have wrong shapes.
+ */
+export function multiHeadAttention(
+  x: tf.Tensor,
+  p: AttentionParams,
+  heads: number,
+  allowed: tf.Tensor | null = null,
+): AttentionResult {
+  if (x.rank !== 3)
+    throw new RangeError(`attention: x must be [batch, n, d], got [${x.shape.join(", ")}]`);
+  const [b, n, d] = x.shape;
+  if (d % heads !== 0)
+    throw new RangeError(`attention: d = ${d} is not divisible by heads = ${heads}`);
+  for (const [name, w] of [
+    ["wq", p.wq],
+    ["wk", p.wk],
+    ["wv", p.wv],
+    ["wo", p.wo],
+  ] as const)
+    if (w.rank !== 2 || w.shape[0] !== d || w.shape[1] !== d)
+      throw new RangeError(`attention: ${name} must be [${d}, ${d}], got [${w.shape.join(", ")}]`);
+  const dk = d / heads;
+  const hasQkvBias = p.bq !== undefined && p.bk !== undefined && p.bv !== undefined;
+  return tf.tidy(() => {
+    const w = tf.concat([p.wq, p.wk, p.wv], 1);
+    const bias = hasQkvBias
+      ? tf.concat([p.bq as tf.Tensor, p.bk as tf.Tensor, p.bv as tf.Tensor], 0)
+      : undefined;
+    const qkv = linear(tf.reshape(x, [b * n, d]), w, bias);
+    const split = tf.transpose(tf.reshape(qkv, [b, n, 3 * heads, dk]), [0, 2, 1, 3]);
+    const [q, k, v] = tf.split(split, 3, 1);
+    let scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
+    if (allowed !== null) scores = tf.add(scores, maskOffset(allowed));
+    let probs = tf.softmax(scores, -1);
+    if (allowed !== null) probs = tf.mul(probs, allowed);
+    const context = tf.reshape(tf.transpose(tf.matMul(probs, v), [0, 2, 1, 3]), [b * n, d]);
+    const out = tf.reshape(linear(context, p.wo, p.bo), [b, n, d]);
+    return { out, q, k, v, p: probs };
+  });
+}

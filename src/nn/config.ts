@@ -1,0 +1,159 @@
+import { z } from "zod";
+
+/**
+ * Model configurations: zod schemas, inferred types and named presets.
+ * Architecture follows the ViT paper (Dosovitskiy et al. 2021) and a BERT-style text encoder,
+ * both in the pre-LN arrangement by default (Xiong et al. 2020); MATH.md section 3 gives the
+ * Lipschitz composition these shapes feed.
+ */
+
+const positiveInt = z.number().int().positive();
+
+const encoderFields = {
+  /** Model width d. */
+  dModel: positiveInt,
+  /** Number of attention heads; d_k = dModel / heads. */
+  heads: positiveInt,
+  /** Number of transformer blocks. */
+  blocks: positiveInt,
+  /** Hidden width of each block's MLP. */
+  mlpHidden: positiveInt,
+  /** Number of output classes. */
+  classes: z.number().int().min(2),
+  /** Whether Q, K and V projections have biases (the output projection always has one). */
+  qkvBias: z.boolean().default(true),
+  /** LayerNorm placement: "pre" (x + f(LN(x))) or "post" (LN(x + f(x))). */
+  norm: z.enum(["pre", "post"]).default("pre"),
+  /** LayerNorm epsilon. */
+  lnEps: z.number().positive().default(1e-5),
+  /** Dropout rate applied to each sub-layer's output in training mode (0: none). */
+  dropout: z.number().min(0).lt(1).default(0),
+};
+
+function checkHeads(cfg: { dModel: number; heads: number }, ctx: z.RefinementCtx): void {
+  if (cfg.dModel % cfg.heads !== 0)
+    ctx.addIssue({
+      code: "custom",
+      path: ["dModel"],
+      message: `must be divisible by heads (dModel ${cfg.dModel}, heads ${cfg.heads})`,
+    });
+}
+
+/** Vision transformer on square images, patch embedding by a linear map of flattened patches. */
+export const VitConfigSchema = z
+  .strictObject({
+    kind: z.literal("vit"),
+    imageSize: positiveInt,
+    channels: positiveInt,
+    patchSize: positiveInt,
+    ...encoderFields,
+  })
+  .superRefine((cfg, ctx) => {
+    checkHeads(cfg, ctx);
+    if (cfg.imageSize % cfg.patchSize !== 0)
+      ctx.addIssue({
+        code: "custom",
+        path: ["imageSize"],
+        message: `must be divisible by patchSize (imageSize ${cfg.imageSize}, patchSize ${cfg.patchSize})`,
+      });
+  });
+
+/** Text classifier: token + learned position embeddings, encoder, pooled linear head. */
+export const TextConfigSchema = z
+  .strictObject({
+    kind: z.literal("text"),
+    vocabSize: positiveInt,
+    maxLength: positiveInt,
+    ...encoderFields,
+    /** "cls": the first token's final state; "mean": the mean over real (unmasked) tokens. */
+    pooling: z.enum(["cls", "mean"]).default("cls"),
+    /** Causal attention (each token attends to itself and earlier tokens only). */
+    causal: z.boolean().default(false),
+  })
+  .superRefine((cfg, ctx) => checkHeads(cfg, ctx));
+
+/** Either model kind, told apart by `kind`. */
+export const ModelConfigSchema = z.discriminatedUnion("kind", [VitConfigSchema, TextConfigSchema]);
+
+export type VitConfig = z.output<typeof VitConfigSchema>;
+export type TextConfig = z.output<typeof TextConfigSchema>;
+export type ModelConfig = z.output<typeof ModelConfigSchema>;
+/** What a user may write: defaulted fields optional. */
+export type ModelConfigInput = z.input<typeof ModelConfigSchema>;
+
+/** Error thrown for an invalid model configuration; the message names each bad field. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+const PRESETS = {
+  "vit-tiny": {
+    kind: "vit",
+    imageSize: 28,
+    channels: 1,
+    patchSize: 4,
+    dModel: 64,
+    heads: 4,
+    blocks: 4,
+    mlpHidden: 128,
+    classes: 10,
+    qkvBias: true,
+    norm: "pre",
+    lnEps: 1e-5,
+  },
+  "text-tiny": {
+    kind: "text",
+    vocabSize: 8000,
+    maxLength: 128,
+    dModel: 64,
+    heads: 4,
+    blocks: 2,
+    mlpHidden: 128,
+    classes: 2,
+    pooling: "cls",
+  },
+} as const satisfies Record<string, ModelConfigInput>;
+
+/** Names of the built-in presets. */
+export type PresetName = keyof typeof PRESETS;
+export const PRESET_NAMES = Object.keys(PRESETS) as PresetName[];
+
+/**
+ * Validates a model configuration (an object, or a JSON string) and fills defaults.
+ *
+ * @returns the parsed configuration.
+ * @throws ConfigError whose message lists each problem as `field: reason`, e.g.
+ *   `model config: dModel: must be divisible by heads (dModel 64, heads 3)`.
+ */
+export function parseModelConfig(json: unknown): ModelConfig {
+  let value = json;
+  if (typeof json === "string") {
+    try {
+      value = JSON.parse(json);
+    } catch (e) {
+      throw new ConfigError(`model config: not valid JSON (${(e as Error).message})`);
+    }
+  }
+  const result = ModelConfigSchema.safeParse(value);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.join(".") : "(root)";
+    return `${field}: ${issue.message}`;
+  });
+  throw new ConfigError(`model config: ${problems.join("; ")}`);
+}
+
+/**
+ * A built-in configuration by name: `vit-tiny` (28x28x1 images, patch 4, d 64, 4 heads, 4 blocks,
+ * MLP 128, 10 classes) or `text-tiny` (vocabulary 8000, length 128, d 64, 4 heads, 2 blocks,
+ * MLP 128, 2 classes).
+ *
+ * @throws ConfigError listing the known presets when `name` is not one of them.
+ */
+export function modelPreset(name: string): ModelConfig {
+  if (!Object.hasOwn(PRESETS, name))
+    throw new ConfigError(
+      `unknown model preset "${name}"; known presets: ${PRESET_NAMES.join(", ")}`,
+    );
+  return parseModelConfig(PRESETS[name as PresetName]);
+}

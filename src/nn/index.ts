@@ -1,0 +1,57 @@
+
+export {
+  parseModelConfig,
+  modelPreset,
+  ConfigError,
+  PRESET_NAMES,
+  VitConfigSchema,
+  TextConfigSchema,
+  ModelConfigSchema,
+  type ModelConfig,
+  type ModelConfigInput,
+  type VitConfig,
+  type TextConfig,
+  type PresetName,
+} from "./config.ts";
+export { ParamStore, type NamedArray, type Init } from "./params.ts";
+export { mulberry32, fillNormal, fillUniform } from "./prng.ts";
+export { linear } from "./linear.ts";
+export { layerNorm } from "./layerNorm.ts";
+export {
+  mlp,
+  geluTensor,
+  gelu,
+  geluDerivative,
+  GELU_DERIVATIVE_MAX,
+  type MlpParams,
+  type MlpResult,
+} from "./mlp.ts";
+export { allowedKeys, maskOffset } from "./mask.ts";
+export { multiHeadAttention, type AttentionParams, type AttentionResult } from "./attention.ts";
+export {
+  transformerBlock,
+  addBlockParams,
+  blockParams,
+  type BlockConfig,
+  type BlockParams,
+  type BlockOptions,
+  type BlockResult,
+} from "./block.ts";
+export { embeddingLookup } from "./embedding.ts";
+export {
+  disposeTrace,
+  traceTensors,
+  type ForwardTrace,
+  type BlockTrace,
+  type AttentionTrace,
+} from "./trace.ts";
+export {
+  TransformerClassifier,
+  firstToken,
+  type ForwardOptions,
+  type ForwardResult,
+} from "./model.ts";
+export { VisionTransformer } from "./vit.ts";
+export { TextClassifier } from "./textClassifier.ts";
+export { createModel, type Model } from "./create.ts";
+export * as reference64 from "./reference64.ts";

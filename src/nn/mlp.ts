@@ -1,0 +1,49 @@
+import { tf } from "../backend.ts";
+import { GELU_A, GELU_C } from "./gelu.ts";
+import { linear } from "./linear.ts";
+
+export { gelu, geluDerivative, GELU_DERIVATIVE_MAX } from "./gelu.ts";
+
+/**
+ * GELU, tanh approximation, on a tensor: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * (Hendrycks & Gimpel 2016). Same shape in and out. Its float64 derivative is
+ * {@link geluDerivative}.
+ */
+export function geluTensor(x: tf.Tensor): tf.Tensor {
+  return tf.tidy(() => {
+    const cube = tf.mul(tf.mul(x, x), x);
+    const u = tf.mul(tf.add(x, tf.mul(cube, GELU_A)), GELU_C);
+    return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(u), 1));
+  });
+}
+
+/** The MLP's parameters: W1 [d, hidden], b1 [hidden], W2 [hidden, d], b2 [d]. */
+export interface MlpParams {
+  w1: tf.Tensor;
+  b1: tf.Tensor;
+  w2: tf.Tensor;
+  b2: tf.Tensor;
+}
+
+/** Output of {@link mlp}: out [..., d] and the pre-activation h = x W1 + b1, [..., hidden]. */
+export type MlpResult = {
+  out: tf.Tensor;
+  h: tf.Tensor;
+};
+
+/**
+ * Position-wise MLP: out = GELU(x W1 + b1) W2 + b2 (Vaswani et al. 2017, with GELU as in ViT).
+ * Its local Lipschitz rule is max_row ||W2 diag(gelu'(h_row)) W1||_2 (MATH.md section 3),
+ * which is why h is returned.
+ *
+ * @param x float32 [..., d].
+ * @returns {out [..., d], h [..., hidden]}.
+ * @throws RangeError on mismatched shapes (from {@link linear}).
+ */
+export function mlp(x: tf.Tensor, p: MlpParams): MlpResult {
+  return tf.tidy(() => {
+    const h = linear(x, p.w1, p.b1);
+    const out = linear(geluTensor(h), p.w2, p.b2);
+    return { out, h };
+  });
+}

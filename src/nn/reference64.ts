@@ -1,0 +1,295 @@
+import type { ModelConfig, TextConfig, VitConfig } from "./config.ts";
+import { gelu } from "./gelu.ts";
+import type { NamedArray } from "./params.ts";
+
+/**
+ * Float64 reference forward passes in plain TypeScript (no tfjs), from the weights
+ * `getWeights()` returns: the test oracle for the tfjs layers. One sequence at a time;
+ * matrices are row-major Float64Arrays. Formulas as in the tfjs files (attention.ts,
+ * layerNorm.ts, mlp.ts, block.ts, vit.ts, textClassifier.ts) and MATH.md sections 2-3.
+ */
+
+/** Weights by name, as ParamStore.getWeights returns them. */
+export type Weights = Map<string, NamedArray>;
+
+function w(weights: Weights, name: string): NamedArray {
+  const v = weights.get(name);
+  if (v === undefined) throw new Error(`reference64: missing weight "${name}"`);
+  return v;
+}
+
+/**
+ * y = x W + b for `rows` rows.
+ *
+ * @param x [rows, in] row-major; W [in, out]; b [out] or undefined.
+ * @returns Float64Array [rows, out].
+ */
+export function linear64(
+  x: ArrayLike<number>,
+  rows: number,
+  W: NamedArray,
+  b?: NamedArray,
+): Float64Array {
+  const [inDim, outDim] = W.shape;
+  const y = new Float64Array(rows * outDim);
+  for (let r = 0; r < rows; r++)
+    for (let o = 0; o < outDim; o++) {
+      let s = b ? b.data[o] : 0;
+      for (let i = 0; i < inDim; i++) s += x[r * inDim + i] * W.data[i * outDim + o];
+      y[r * outDim + o] = s;
+    }
+  return y;
+}
+
+/**
+ * LayerNorm per row: gamma (x - mean) / sqrt(var + eps) + beta, var = mean of squares of (x - mean).
+ *
+ * @param x [rows, d]. @returns Float64Array [rows, d].
+ */
+export function layerNorm64(
+  x: ArrayLike<number>,
+  rows: number,
+  gamma: NamedArray,
+  beta: NamedArray,
+  eps = 1e-5,
+): Float64Array {
+  const d = gamma.data.length;
+  const y = new Float64Array(rows * d);
+  for (let r = 0; r < rows; r++) {
+    let mean = 0;
+    for (let i = 0; i < d; i++) mean += x[r * d + i];
+    mean /= d;
+    let v = 0;
+    for (let i = 0; i < d; i++) v += (x[r * d + i] - mean) ** 2;
+    v /= d;
+    const inv = 1 / Math.sqrt(v + eps);
+    for (let i = 0; i < d; i++)
+      y[r * d + i] = gamma.data[i] * (x[r * d + i] - mean) * inv + beta.data[i];
+  }
+  return y;
+}
+
+/** MLP per row: GELU(x W1 + b1) W2 + b2 (tanh GELU). @returns {out [rows, d], h [rows, hidden]}. */
+export function mlp64(
+  x: ArrayLike<number>,
+  rows: number,
+  weights: Weights,
+  prefix: string,
+): { out: Float64Array; h: Float64Array } {
+  const h = linear64(x, rows, w(weights, `${prefix}.w1`), w(weights, `${prefix}.b1`));
+  const a = h.map(gelu);
+  return { out: linear64(a, rows, w(weights, `${prefix}.w2`), w(weights, `${prefix}.b2`)), h };
+}
+
+/** Result of {@link attention64}: out [n, d]; q, k, v [heads, n, dk]; p [heads, n, n]. */
+export interface Attention64 {
+  out: Float64Array;
+  q: Float64Array;
+  k: Float64Array;
+  v: Float64Array;
+  p: Float64Array;
+}
+
+/**
+ * Multi-head self-attention of one sequence with weights `${prefix}.{wq,bq,...}`.
+ *
+ * @param x [n, d].
+ * @param allowed optional [n * n] (row = query, column = key), nonzero = may attend. Masked
+ *   probabilities are 0; a row with no allowed key gives P = 0 and a head output of 0.
+ */
+export function attention64(
+  x: ArrayLike<number>,
+  n: number,
+  heads: number,
+  weights: Weights,
+  prefix: string,
+  allowed?: ArrayLike<number>,
+): Attention64 {
+  const opt = (name: string) => weights.get(`${prefix}.${name}`);
+  const Wq = w(weights, `${prefix}.wq`);
+  const d = Wq.shape[0];
+  const dk = d / heads;
+  const Q = linear64(x, n, Wq, opt("bq"));
+  const K = linear64(x, n, w(weights, `${prefix}.wk`), opt("bk"));
+  const V = linear64(x, n, w(weights, `${prefix}.wv`), opt("bv"));
+  const q = new Float64Array(heads * n * dk);
+  const k = new Float64Array(heads * n * dk);
+  const v = new Float64Array(heads * n * dk);
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < n; i++)
+      for (let c = 0; c < dk; c++) {
+        q[(h * n + i) * dk + c] = Q[i * d + h * dk + c];
+        k[(h * n + i) * dk + c] = K[i * d + h * dk + c];
+        v[(h * n + i) * dk + c] = V[i * d + h * dk + c];
+      }
+  const p = new Float64Array(heads * n * n);
+  const context = new Float64Array(n * d);
+  const scale = 1 / Math.sqrt(dk);
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < n; i++) {
+      const row = new Float64Array(n);
+      let max = -Infinity;
+      for (let j = 0; j < n; j++) {
+        if (allowed && !allowed[i * n + j]) continue;
+        let s = 0;
+        for (let c = 0; c < dk; c++) s += q[(h * n + i) * dk + c] * k[(h * n + j) * dk + c];
+        row[j] = s * scale;
+        if (row[j] > max) max = row[j];
+      }
+      if (max === -Infinity) continue; // fully masked row: P = 0, head output 0
+      let z = 0;
+      for (let j = 0; j < n; j++) {
+        if (allowed && !allowed[i * n + j]) continue;
+        const e = Math.exp(row[j] - max);
+        p[(h * n + i) * n + j] = e;
+        z += e;
+      }
+      for (let j = 0; j < n; j++) p[(h * n + i) * n + j] /= z;
+      for (let c = 0; c < dk; c++) {
+        let s = 0;
+        for (let j = 0; j < n; j++) s += p[(h * n + i) * n + j] * v[(h * n + j) * dk + c];
+        context[i * d + h * dk + c] = s;
+      }
+    }
+  const out = linear64(context, n, w(weights, `${prefix}.wo`), w(weights, `${prefix}.bo`));
+  return { out, q, k, v, p };
+}
+
+function add(a: Float64Array, b: Float64Array): Float64Array {
+  return a.map((x, i) => x + b[i]);
+}
+
+/** Result of {@link block64}: out [n, d], the attention result and the MLP pre-activation h. */
+export interface Block64 {
+  out: Float64Array;
+  attn: Attention64;
+  h: Float64Array;
+}
+
+/** One pre- or post-LN block (block.ts) of one sequence x [n, d], weights `blocks.i.*`. */
+export function block64(
+  x: Float64Array,
+  n: number,
+  cfg: ModelConfig,
+  weights: Weights,
+  i: number,
+  allowed?: ArrayLike<number>,
+): Block64 {
+  const pre = `blocks.${i}`;
+  const ln = (t: Float64Array, which: string) =>
+    layerNorm64(
+      t,
+      n,
+      w(weights, `${pre}.${which}.gamma`),
+      w(weights, `${pre}.${which}.beta`),
+      cfg.lnEps,
+    );
+  if (cfg.norm === "pre") {
+    const attn = attention64(ln(x, "ln1"), n, cfg.heads, weights, `${pre}.attn`, allowed);
+    const mid = add(x, attn.out);
+    const m = mlp64(ln(mid, "ln2"), n, weights, `${pre}.mlp`);
+    return { out: add(mid, m.out), attn, h: m.h };
+  }
+  const attn = attention64(x, n, cfg.heads, weights, `${pre}.attn`, allowed);
+  const y = ln(add(x, attn.out), "ln1");
+  const m = mlp64(y, n, weights, `${pre}.mlp`);
+  return { out: ln(add(y, m.out), "ln2"), attn, h: m.h };
+}
+
+/** Result of a whole-model reference pass: logits [classes] and each block's result. */
+export interface Forward64 {
+  logits: Float64Array;
+  blocks: Block64[];
+}
+
+/** Blocks, final LayerNorm, pooling and head for one sequence seq [n, d]. */
+export function encoderHead64(
+  seq: Float64Array,
+  n: number,
+  cfg: ModelConfig,
+  weights: Weights,
+  mask?: ArrayLike<number>,
+): Forward64 {
+  const d = cfg.dModel;
+  const causal = cfg.kind === "text" && cfg.causal;
+  let allowed: Float64Array | undefined;
+  if (mask || causal) {
+    allowed = new Float64Array(n * n);
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++)
+        allowed[i * n + j] = (!mask || mask[j] ? 1 : 0) * (!causal || j <= i ? 1 : 0);
+  }
+  let x = seq;
+  const blocks: Block64[] = [];
+  for (let i = 0; i < cfg.blocks; i++) {
+    const r = block64(x, n, cfg, weights, i, allowed);
+    blocks.push(r);
+    x = r.out;
+  }
+  const final = layerNorm64(x, n, w(weights, "norm.gamma"), w(weights, "norm.beta"), cfg.lnEps);
+  let pooled = final.slice(0, d);
+  if (cfg.kind === "text" && cfg.pooling === "mean") {
+    pooled = new Float64Array(d);
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      if (mask && !mask[i]) continue;
+      count++;
+      for (let c = 0; c < d; c++) pooled[c] += final[i * d + c];
+    }
+    for (let c = 0; c < d; c++) pooled[c] /= Math.max(count, 1);
+  }
+  return { logits: linear64(pooled, 1, w(weights, "head.w"), w(weights, "head.b")), blocks };
+}
+
+/**
+ * ViT forward pass (vit.ts) of one image.
+ *
+ * @param image H*W*C values in (row, column, channel) order.
+ */
+export function vitForward64(
+  cfg: VitConfig,
+  weights: Weights,
+  image: ArrayLike<number>,
+): Forward64 {
+  const { imageSize: s, channels: c, patchSize: p, dModel: d } = cfg;
+  const g = s / p;
+  const N = g * g;
+  const patchDim = p * p * c;
+  const patches = new Float64Array(N * patchDim);
+  for (let gy = 0; gy < g; gy++)
+    for (let gx = 0; gx < g; gx++)
+      for (let py = 0; py < p; py++)
+        for (let px = 0; px < p; px++)
+          for (let ch = 0; ch < c; ch++)
+            patches[(gy * g + gx) * patchDim + (py * p + px) * c + ch] =
+              image[((gy * p + py) * s + gx * p + px) * c + ch];
+  const tokens = linear64(patches, N, w(weights, "patch.w"), w(weights, "patch.b"));
+  const seq = new Float64Array((N + 1) * d);
+  const cls = w(weights, "cls").data;
+  const pos = w(weights, "pos").data;
+  for (let i = 0; i <= N; i++)
+    for (let k = 0; k < d; k++)
+      seq[i * d + k] = (i === 0 ? cls[k] : tokens[(i - 1) * d + k]) + pos[i * d + k];
+  return encoderHead64(seq, N + 1, cfg, weights);
+}
+
+/**
+ * Text forward pass (textClassifier.ts) of one sequence.
+ *
+ * @param ids n token ids. @param mask optional n entries, nonzero = real token.
+ */
+export function textForward64(
+  cfg: TextConfig,
+  weights: Weights,
+  ids: ArrayLike<number>,
+  mask?: ArrayLike<number>,
+): Forward64 {
+  const n = ids.length;
+  const d = cfg.dModel;
+  const tok = w(weights, "tok").data;
+  const pos = w(weights, "pos").data;
+  const seq = new Float64Array(n * d);
+  for (let i = 0; i < n; i++)
+    for (let k = 0; k < d; k++) seq[i * d + k] = tok[ids[i] * d + k] + pos[i * d + k];
+  return encoderHead64(seq, n, cfg, weights, mask);
+}

@@ -1,0 +1,105 @@
+import { tf } from "../backend.ts";
+import { parseModelConfig, type ModelConfigInput, type TextConfig } from "./config.ts";
+import { embeddingLookup } from "./embedding.ts";
+import {
+  firstToken,
+  TransformerClassifier,
+  type ForwardOptions,
+  type ForwardResult,
+} from "./model.ts";
+
+/**
+ * Text classifier: token embeddings + learned position embeddings, transformer blocks with a
+ * padding mask (optionally causal), a final LayerNorm, pooling (first token, or the mean over
+ * real tokens) and a linear head. BERT-style (Devlin et al. 2019) without segment embeddings.
+ *
+ * Parameters (in this order): tok [vocabSize, d], pos [maxLength, d], then blocks.i.*, norm.*,
+ * head.* (model.ts). Padding goes at the end of a sequence; padded tokens are never attended
+ * to, so a sequence's logits do not depend on how much padding follows it.
+ */
+export class TextClassifier extends TransformerClassifier<TextConfig> {
+  /**
+   * @param config a text config (validated here).
+   * @param seed initialisation seed (default 0).
+   * @throws ConfigError on an invalid config; TypeError when it is not kind "text".
+   */
+  constructor(config: ModelConfigInput | TextConfig, seed = 0) {
+    const parsed = parseModelConfig(config);
+    if (parsed.kind !== "text")
+      throw new TypeError(`TextClassifier: config kind is "${parsed.kind}", expected "text"`);
+    super(parsed, seed);
+    const c = this.config;
+    this.params.add("tok", [c.vocabSize, c.dModel], { kind: "normal", std: 0.02 });
+    this.params.add("pos", [c.maxLength, c.dModel], { kind: "normal", std: 0.02 });
+    this.addEncoderParams();
+  }
+
+  protected override get causal(): boolean {
+    return this.config.causal;
+  }
+
+  /**
+   * Token embeddings only, tok[ids], float32 [b, n, d] (gradient to `tok` works on wasm).
+   *
+   * @param ids int32 [b, n], 1 <= n <= maxLength, entries in [0, vocabSize).
+   * @throws TypeError/RangeError on a malformed ids tensor.
+   */
+  tokenEmbeddings(ids: tf.Tensor): tf.Tensor {
+    if (ids.rank !== 2)
+      throw new RangeError(`text: ids must be [batch, n], got [${ids.shape.join(", ")}]`);
+    const n = ids.shape[1] as number;
+    if (n < 1 || n > this.config.maxLength)
+      throw new RangeError(
+        `text: sequence length ${n} is outside [1, maxLength = ${this.config.maxLength}]`,
+      );
+    return embeddingLookup(this.params.get("tok"), ids);
+  }
+
+  /**
+   * The sequence entering block 0: tok[ids] + pos[0..n), float32 [b, n, d].
+   *
+   * @param ids int32 [b, n] as {@link tokenEmbeddings}.
+   */
+  embed(ids: tf.Tensor): tf.Tensor {
+    return tf.tidy(() => {
+      const tokens = this.tokenEmbeddings(ids);
+      const [, n, d] = tokens.shape;
+      return tf.add(
+        tokens,
+        tf.reshape(tf.slice(this.params.get("pos"), [0, 0], [n, d]), [1, n, d]),
+      );
+    });
+  }
+
+  /**
+   * @param ids int32 [b, n]; options.mask [b, n] with 1 = real token (default: all real).
+   * @returns logits [b, classes] and the trace when asked (see {@link TransformerClassifier.forward}).
+   */
+  override forward(ids: tf.Tensor, options: ForwardOptions = {}): ForwardResult {
+    return super.forward(ids, options);
+  }
+
+  protected checkSequence(seq: tf.Tensor): void {
+    const { maxLength, dModel } = this.config;
+    if (
+      seq.rank !== 3 ||
+      seq.shape[2] !== dModel ||
+      (seq.shape[1] as number) < 1 ||
+      (seq.shape[1] as number) > maxLength
+    )
+      throw new RangeError(
+        `text: sequence must be [batch, n <= ${maxLength}, ${dModel}], got [${seq.shape.join(", ")}]`,
+      );
+  }
+
+  protected pool(final: tf.Tensor, mask: tf.Tensor | null): tf.Tensor {
+    if (this.config.pooling === "cls") return firstToken(final);
+    return tf.tidy(() => {
+      if (mask === null) return tf.mean(final, 1);
+      const [b, n] = mask.shape;
+      const summed = tf.sum(tf.mul(final, tf.reshape(mask, [b, n, 1])), 1);
+      const count = tf.maximum(tf.sum(mask, 1, true), 1);
+      return tf.div(summed, count);
+    });
+  }
+}

@@ -1,0 +1,91 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { ConfigError, modelPreset, parseModelConfig, PRESET_NAMES } from "../../src/nn/index.ts";
+
+test("vit-tiny preset has the documented values", () => {
+  const c = modelPreset("vit-tiny");
+  assert.deepEqual(c, {
+    kind: "vit",
+    imageSize: 28,
+    channels: 1,
+    patchSize: 4,
+    dModel: 64,
+    heads: 4,
+    blocks: 4,
+    mlpHidden: 128,
+    classes: 10,
+    qkvBias: true,
+    norm: "pre",
+    lnEps: 1e-5,
+    dropout: 0,
+  });
+});
+
+test("text-tiny preset has the documented values and defaults", () => {
+  const c = modelPreset("text-tiny");
+  assert.equal(c.kind, "text");
+  if (c.kind !== "text") return;
+  assert.equal(c.vocabSize, 8000);
+  assert.equal(c.maxLength, 128);
+  assert.equal(c.dModel, 64);
+  assert.equal(c.heads, 4);
+  assert.equal(c.blocks, 2);
+  assert.equal(c.mlpHidden, 128);
+  assert.equal(c.classes, 2);
+  assert.equal(c.pooling, "cls");
+  assert.equal(c.causal, false);
+  assert.equal(c.norm, "pre");
+});
+
+test("unknown preset lists the known ones", () => {
+  assert.throws(
+    () => modelPreset("vit-huge"),
+    (e: Error) => {
+      assert.ok(e instanceof ConfigError);
+      for (const name of PRESET_NAMES) assert.match(e.message, new RegExp(name));
+      return true;
+    },
+  );
+});
+
+test("defaults are filled and JSON strings accepted", () => {
+  const c = parseModelConfig(
+    JSON.stringify({
+      kind: "vit",
+      imageSize: 8,
+      channels: 3,
+      patchSize: 2,
+      dModel: 8,
+      heads: 2,
+      blocks: 1,
+      mlpHidden: 16,
+      classes: 3,
+    }),
+  );
+  assert.equal(c.norm, "pre");
+  assert.equal(c.qkvBias, true);
+  assert.equal(c.lnEps, 1e-5);
+});
+
+test("validation errors name the field", () => {
+  const base = { ...modelPreset("vit-tiny") };
+  const cases: [unknown, RegExp][] = [
+    [{ ...base, heads: 3 }, /dModel: must be divisible by heads/],
+    [{ ...base, patchSize: 5 }, /imageSize: must be divisible by patchSize/],
+    [{ ...base, dModel: -4 }, /dModel/],
+    [{ ...base, blocks: 1.5 }, /blocks/],
+    [{ ...base, norm: "middle" }, /norm/],
+    [{ ...base, classes: 1 }, /classes/],
+    [{ ...base, extra: 1 }, /extra/],
+    [{ ...base, kind: "audio" }, /kind/],
+    [{ ...modelPreset("text-tiny"), pooling: "max" }, /pooling/],
+    [{ kind: "text", dModel: 8 }, /vocabSize/],
+    ["{not json", /not valid JSON/],
+  ];
+  for (const [input, pattern] of cases)
+    assert.throws(
+      () => parseModelConfig(input),
+      (e: Error) => e instanceof ConfigError && pattern.test(e.message),
+      String(pattern),
+    );
+});
