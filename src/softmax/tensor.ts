@@ -65,7 +65,6 @@ export function sigmaQuadTensor(p: tf.Tensor): tf.Tensor {
     const s = tf.sum(tf.square(rest), -1);
     const bigB = tf.sub(tf.add(tf.mul(a, r), b), s);
     const bigC = tf.mul(a, tf.sub(tf.mul(b, r), s));
-    const disc = tf.sub(tf.square(bigB), tf.mul(4, bigC));
     // sqrt'(0) is infinite (one-hot rows): a floor of 1e-30 keeps the gradient finite and
     // changes the value by at most 1e-15.
     const root = tf.sqrt(tf.maximum(tf.sub(tf.square(bigB), tf.mul(4, bigC)), 1e-30));
