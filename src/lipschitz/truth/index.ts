@@ -1,0 +1,25 @@
+/** True local Lipschitz values (MATH.md section 5): Jacobian products, power iteration, exact Jacobians. */
+export { vjp, jvp, outputShape, type TensorFn } from "./jacobianProducts.ts";
+export {
+  powerIterationLipschitz,
+  normalize,
+  blockLipschitz,
+  attentionLayerLipschitz,
+  headLipschitz,
+  headOutput,
+  type PowerIterationOptions,
+  type PowerIterationResult,
+} from "./powerIteration.ts";
+export {
+  denseJacobian,
+  denseLipschitz,
+  type DenseJacobian,
+  type DenseJacobianOptions,
+} from "./denseJacobian.ts";
+export {
+  inputJacobian,
+  networkLipschitz,
+  type LogitsFn,
+  type NetworkLipschitzOptions,
+} from "./inputJacobian.ts";
+export { symmetricEigenvalues, spectralNorm } from "./symmetricEigen.ts";

@@ -1,0 +1,190 @@
+import { oneHotFloat, tf } from "../../backend.ts";
+import type { TransformerClassifier } from "../../nn/model.ts";
+import type { DenseJacobian } from "./denseJacobian.ts";
+import { spectralNorm } from "./symmetricEigen.ts";
+
+/**
+ * The exact end-to-end local Lipschitz constant of a classifier (MATH.md section 3, last item):
+ * the C x D Jacobian of the logits with respect to the input, and its largest singular value.
+ *
+ * The Jacobian comes from ONE backward pass over C copies of the input, copy i seeded with the
+ * one-hot cotangent e_i (PERF.md: about 2x faster than C separate gradient calls on wasm). This
+ * needs the logits of a copy to depend on that copy only (true for attnlip's models in
+ * inference mode: no batch statistics, dropout off). Several examples share one pass: K
+ * examples give K * C copies.
+ */
+
+/** A logits map: float32 [batch, ...] -> float32 [batch, C], each row depending on its own example only. */
+export type LogitsFn = (x: tf.Tensor) => tf.Tensor;
+
+/**
+ * Jacobians of logitsFn at K examples in one backward pass over K * C copies.
+ *
+ * @param xs float32 [K, ...].
+ * @returns K Jacobians, each C x D with D = xs.size / K.
+ */
+function batchedInputJacobians(
+  logitsFn: LogitsFn,
+  xs: tf.Tensor,
+  classes: number,
+): DenseJacobian[] {
+  const k = xs.shape[0] as number;
+  const rest = xs.shape.slice(1);
+  const cols = rest.reduce((a, b) => a * b, 1);
+  const grads = tf.tidy(() => {
+    const copies = tf.reshape(
+      tf.tile(tf.reshape(xs, [k, 1, ...rest]), [1, classes, ...rest.map(() => 1)]),
+      [k * classes, ...rest],
+    );
+    const ids = tf.tile(tf.range(0, classes, 1, "int32"), [k]);
+    const seeds = oneHotFloat(ids, classes);
+    const f = (z: tf.Tensor): tf.Tensor => {
+      const y = logitsFn(z);
+      if (y.rank !== 2 || y.shape[0] !== k * classes || y.shape[1] !== classes)
+        throw new RangeError(
+          `inputJacobian: logits must be [${k * classes}, ${classes}], got [${y.shape.join(", ")}]`,
+        );
+      return y;
+    };
+    return tf.grad(f)(copies, seeds);
+  });
+  const all = grads.dataSync();
+  grads.dispose();
+  const out: DenseJacobian[] = [];
+  for (let e = 0; e < k; e++)
+    out.push({
+      data: Float64Array.from(all.subarray(e * classes * cols, (e + 1) * classes * cols)),
+      rows: classes,
+      cols,
+    });
+  return out;
+}
+
+function classesOf(logitsFn: LogitsFn, x: tf.Tensor): number {
+  const shape = tf.tidy(() => logitsFn(x).shape.slice()) as unknown as number[];
+  if (shape.length !== 2 || shape[0] !== 1)
+    throw new RangeError(
+      `inputJacobian: logits of one example must be [1, C], got [${shape.join(", ")}]`,
+    );
+  return shape[1];
+}
+
+/**
+ * The exact C x D Jacobian of the logits with respect to the input at one example, by one
+ * backward pass over C copies of x (see the module comment).
+ *
+ * @param logitsFn float32 [batch, ...] -> [batch, C], per-example independent.
+ * @param x float32 [1, ...] (D = x.size entries).
+ * @param classes C when known (saves one forward pass); otherwise found by running logitsFn(x).
+ * @returns {data: row-major C x D float64 (row i = gradient of logit i), rows: C, cols: D}.
+ *   Leaves tf.memory().numTensors unchanged.
+ * @throws RangeError when x is not [1, ...] or the logits are not [batch, C]; TypeError when
+ *   x is not float32.
+ */
+export function inputJacobian(logitsFn: LogitsFn, x: tf.Tensor, classes?: number): DenseJacobian {
+  if (x.rank < 1 || x.shape[0] !== 1)
+    throw new RangeError(`inputJacobian: x must be [1, ...], got [${x.shape.join(", ")}]`);
+  if (x.dtype !== "float32")
+    throw new TypeError(`inputJacobian: x must be float32, got ${x.dtype}`);
+  const c = classes ?? classesOf(logitsFn, x);
+  return batchedInputJacobians(logitsFn, x, c)[0];
+}
+
+/** Options of {@link networkLipschitz}. */
+export interface NetworkLipschitzOptions {
+  /** Text models: padding mask [B, n], 1 = real token (default: all real). Not for ViT. */
+  mask?: tf.Tensor | null;
+  /** ViT: examples per backward pass (each pass has examplesPerPass * C copies). Default 8. */
+  examplesPerPass?: number;
+}
+
+/**
+ * The true local Lipschitz constant of the whole classifier at each example: the largest
+ * singular value of the exact C x D input Jacobian (C = classes), computed in float64 as the
+ * square root of the largest eigenvalue of the C x C Gram matrix J J^T.
+ *
+ * Input space: ViT, the image pixels (D = H * W * channels). Text, the embedded sequence
+ * entering block 0 (model.embed, differentiated through forwardFromEmbeddings), with only the
+ * real-token rows as input directions (D = realTokens * dModel); padding rows stay fixed.
+ *
+ * @param model a ViT or text classifier (inference mode).
+ * @param x ViT: float32 images [B, H, W, C] / [B, H*W*C] / [B, H, W]; text: int32 ids [B, n].
+ * @returns Float64Array [B] of ||D logits / D input||_2. Leaves numTensors unchanged.
+ * @throws RangeError on malformed inputs, a mask for a ViT, a mask of the wrong shape or a
+ *   sequence without real tokens, or a bad examplesPerPass.
+ */
+export function networkLipschitz(
+  model: TransformerClassifier,
+  x: tf.Tensor,
+  options: NetworkLipschitzOptions = {},
+): Float64Array {
+  const b = x.shape[0] as number;
+  const classes = model.config.classes;
+  const out = new Float64Array(b);
+  const mask = options.mask ?? null;
+  if (model.config.kind === "vit") {
+    if (mask !== null) throw new RangeError("networkLipschitz: a mask applies to text models only");
+    const per = options.examplesPerPass ?? 8;
+    if (!Number.isInteger(per) || per < 1)
+      throw new RangeError(
+        `networkLipschitz: examplesPerPass must be a positive integer, got ${per}`,
+      );
+    if (x.dtype !== "float32")
+      throw new TypeError(`networkLipschitz: images must be float32, got ${x.dtype}`);
+    const logitsFn: LogitsFn = (z) => model.forward(z).logits;
+    for (let start = 0; start < b; start += per) {
+      const k = Math.min(per, b - start);
+      const chunk = tf.slice(x, [start], [k]);
+      try {
+        batchedInputJacobians(logitsFn, chunk, classes).forEach(
+          (j, e) => (out[start + e] = spectralNorm(j.data, j.rows, j.cols)),
+        );
+      } finally {
+        chunk.dispose();
+      }
+    }
+    return out;
+  }
+  if (x.rank !== 2)
+    throw new RangeError(`networkLipschitz: ids must be [B, n], got [${x.shape.join(", ")}]`);
+  const n = x.shape[1] as number;
+  if (mask !== null && (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== n))
+    throw new RangeError(
+      `networkLipschitz: mask must be [${b}, ${n}], got [${mask.shape.join(", ")}]`,
+    );
+  const maskData = mask === null ? null : mask.dataSync();
+  const d = model.config.dModel;
+  for (let e = 0; e < b; e++) {
+    const rows: number[] = [];
+    for (let i = 0; i < n; i++) if (maskData === null || maskData[e * n + i] !== 0) rows.push(i);
+    if (rows.length === 0) throw new RangeError(`networkLipschitz: example ${e} has no real token`);
+    const r = rows.length;
+    const sel = new Float32Array(n * r);
+    rows.forEach((row, i) => (sel[row * r + i] = 1));
+    const keep = new Float32Array(n);
+    rows.forEach((row) => (keep[row] = 1));
+    const [scatter, padPart, point, maskRow] = tf.tidy(() => {
+      const seq = tf.reshape(model.embed(tf.slice(x, [e, 0], [1, n])), [n, d]);
+      const st = tf.tensor2d(sel, [n, r]);
+      const pad = tf.mul(seq, tf.reshape(tf.sub(1, tf.tensor1d(keep)), [n, 1]));
+      const pt = tf.reshape(tf.matMul(st, seq, true, false), [1, r, d]);
+      return [st, pad, pt, tf.tensor2d(keep, [1, n])];
+    });
+    try {
+      const logitsFn: LogitsFn = (es) => {
+        const copies = es.shape[0] as number;
+        const seq = tf.add(
+          tf.reshape(padPart, [1, n, d]),
+          tf.matMul(tf.tile(tf.reshape(scatter, [1, n, r]), [copies, 1, 1]), es),
+        );
+        const m = mask === null ? null : tf.tile(maskRow, [copies, 1]);
+        return model.forwardFromEmbeddings(seq, { mask: m }).logits;
+      };
+      const j = inputJacobian(logitsFn, point, classes);
+      out[e] = spectralNorm(j.data, j.rows, j.cols);
+    } finally {
+      tf.dispose([scatter, padPart, point, maskRow]);
+    }
+  }
+  return out;
+}

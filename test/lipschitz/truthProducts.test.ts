@@ -1,0 +1,140 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tf, useBackend } from "../../src/backend.ts";
+import {
+  denseJacobian,
+  denseLipschitz,
+  jvp,
+  normalize,
+  powerIterationLipschitz,
+  spectralNorm,
+  symmetricEigenvalues,
+  vjp,
+} from "../../src/lipschitz/truth/index.ts";
+import { uniform } from "../nn/helpers.ts";
+
+await useBackend("wasm");
+
+/** Runs fn and checks that tf.memory().numTensors is the same before and after. */
+function noLeak<T>(fn: () => T): T {
+  const before = tf.memory().numTensors;
+  const out = fn();
+  assert.equal(tf.memory().numTensors, before, "numTensors changed");
+  return out;
+}
+
+const smallMap = (w: tf.Tensor) => (x: tf.Tensor) =>
+  tf.mul(tf.softmax(tf.matMul(x, w), -1), tf.tanh(tf.matMul(x, w)));
+
+test("vjp and jvp: adjoint identity, finite differences, dense modes agree, no leaks", () => {
+  const w = tf.tensor2d(uniform(12, 1, -1, 1), [3, 4]);
+  const x = tf.tensor2d(uniform(6, 2, -1, 1), [2, 3]);
+  const f = smallMap(w);
+  const u = tf.tensor2d(uniform(8, 3, -1, 1), [2, 4]);
+  const v = tf.tensor2d(uniform(6, 4, -1, 1), [2, 3]);
+  const ju = noLeak(() => {
+    const r = vjp(f, x, u);
+    const d = r.dataSync();
+    r.dispose();
+    return d;
+  });
+  const jv = noLeak(() => {
+    const r = jvp(f, x, v);
+    const d = r.dataSync();
+    r.dispose();
+    return d;
+  });
+  const ud = u.dataSync();
+  const vd = v.dataSync();
+  let lhs = 0;
+  let rhs = 0;
+  for (let i = 0; i < 8; i++) lhs += ud[i] * jv[i];
+  for (let i = 0; i < 6; i++) rhs += ju[i] * vd[i];
+  assert.ok(Math.abs(lhs - rhs) < 1e-5 * Math.max(1, Math.abs(lhs)), `${lhs} vs ${rhs}`);
+  // central differences of f along v
+  const h = 1e-2;
+  const fd = tf.tidy(() =>
+    tf.div(tf.sub(f(tf.add(x, tf.mul(v, h))), f(tf.sub(x, tf.mul(v, h)))), 2 * h).dataSync(),
+  );
+  for (let i = 0; i < 8; i++) assert.ok(Math.abs(fd[i] - jv[i]) < 2e-3, `fd ${fd[i]} jvp ${jv[i]}`);
+  const a = noLeak(() => denseJacobian(f, x));
+  const b = noLeak(() => denseJacobian(f, x, { mode: "jvp" }));
+  assert.equal(a.rows, 8);
+  assert.equal(a.cols, 6);
+  for (let i = 0; i < a.data.length; i++) assert.ok(Math.abs(a.data[i] - b.data[i]) < 1e-5);
+  assert.throws(() => vjp(f, x, v), /cotangent has shape/);
+  assert.throws(() => jvp(f, x, u), /tangent has shape/);
+  tf.dispose([w, x, u, v]);
+});
+
+test("normalize: the zero vector gives 0, not NaN", () => {
+  const z = normalize(new Float64Array(5));
+  assert.equal(z.norm, 0);
+  assert.deepEqual(Array.from(z.unit), [0, 0, 0, 0, 0]);
+  assert.deepEqual(normalize([]).norm, 0);
+  const t = normalize([3, 4]);
+  assert.equal(t.norm, 5);
+  assert.deepEqual(Array.from(t.unit), [0.6, 0.8]);
+  const tiny = normalize([3e-200, 4e-200]);
+  assert.ok(Math.abs(tiny.unit[0] - 0.6) < 1e-15);
+  assert.throws(() => normalize([1, Number.NaN]), /not|NaN/);
+});
+
+test("softmax at equal logits from the all-ones start: restarts, returns 1/4, not 0", () => {
+  // J = diag(p) - p p^T = (I - 11^T/4)/4: eigenvalue 1/4 with multiplicity 3, and 1 spans the null space.
+  const x = tf.zeros([4]);
+  const r = noLeak(() =>
+    powerIterationLipschitz((t) => tf.softmax(t), x, { start: [1, 1, 1, 1], seed: 5 }),
+  );
+  assert.ok(r.restarts >= 1, "restarted");
+  assert.ok(Math.abs(r.value - 0.25) < 1e-6, `value ${r.value}`);
+  assert.ok(r.converged);
+  // dense oracle
+  assert.ok(Math.abs(denseLipschitz((t) => tf.softmax(t), x) - 0.25) < 1e-6);
+  x.dispose();
+});
+
+test("power iteration on a zero map returns 0 without NaN", () => {
+  const x = tf.tensor1d([1, 2, 3]);
+  const r = noLeak(() => powerIterationLipschitz((t) => tf.mul(t, 0), x, { maxRestarts: 2 }));
+  assert.equal(r.value, 0);
+  assert.ok(r.converged);
+  assert.equal(r.restarts, 2);
+  x.dispose();
+});
+
+test("power iteration matches the dense spectral norm and approaches it from below", () => {
+  const w = tf.tensor2d(uniform(30, 9, -1, 1), [5, 6]);
+  const x = tf.tensor2d(uniform(15, 10, -1, 1), [3, 5]);
+  const f = smallMap(w);
+  const truth = denseLipschitz(f, x);
+  const r = noLeak(() => powerIterationLipschitz(f, x, { maxIterations: 500, tolerance: 1e-9 }));
+  assert.ok(Math.abs(r.value - truth) / truth < 1e-3, `${r.value} vs ${truth}`);
+  assert.ok(r.value <= truth * (1 + 1e-5));
+  const early = powerIterationLipschitz(f, x, { maxIterations: 2 });
+  assert.equal(early.iterations, 2);
+  assert.ok(early.value <= truth * (1 + 1e-5));
+  assert.throws(() => powerIterationLipschitz(f, x, { maxIterations: 0 }), /maxIterations/);
+  assert.throws(() => powerIterationLipschitz(f, x, { start: [1, 2] }), /start has 2 entries/);
+  tf.dispose([w, x]);
+});
+
+test("symmetric eigenvalues and spectral norm (float64)", () => {
+  // [[2, 1], [1, 2]] has eigenvalues 3 and 1
+  const e = symmetricEigenvalues([2, 1, 1, 2], 2);
+  assert.ok(Math.abs(e[0] - 3) < 1e-14 && Math.abs(e[1] - 1) < 1e-14);
+  // diag(1, 2, 3) rotated: singular values of a 2x3 matrix [[3, 0, 0], [0, 4, 0]] -> 4
+  assert.ok(Math.abs(spectralNorm([3, 0, 0, 0, 4, 0], 2, 3) - 4) < 1e-14);
+  // tall matrix: transpose of the above
+  assert.ok(Math.abs(spectralNorm([3, 0, 0, 4, 0, 0], 3, 2) - 4) < 1e-14);
+  // random symmetric 6x6: trace equals eigenvalue sum
+  const r = uniform(36, 3, -1, 1);
+  const s = new Float64Array(36);
+  for (let i = 0; i < 6; i++)
+    for (let j = 0; j < 6; j++) s[i * 6 + j] = r[i * 6 + j] + r[j * 6 + i];
+  const ev = symmetricEigenvalues(s, 6);
+  let tr = 0;
+  for (let i = 0; i < 6; i++) tr += s[i * 6 + i];
+  assert.ok(Math.abs(ev.reduce((a, b) => a + b, 0) - tr) < 1e-12);
+  assert.throws(() => symmetricEigenvalues([1, 2, 3], 2), RangeError);
+});
