@@ -1,0 +1,502 @@
+import { rowStats } from "../../softmax/rowStats.ts";
+import { solveSecular } from "../../softmax/sigma.ts";
+import { sigmaQuadFromStats, sigmaTop2FromStats } from "../../softmax/closedForm.ts";
+import { congruence, gramCols, spectralNorm, sqrtFactor, symMaxEigenvalue } from "./linalg.ts";
+
+/**
+ * Local Lipschitz bounds of ONE attention head at an input X (MATH.md section 2), in float64.
+ *
+ * The head: Q = X W_Q + 1 b_Q^T, K = X W_K + 1 b_K^T, V = X W_V + 1 b_V^T (W [d, d_k]),
+ * P = rowsoftmax(Q K^T / sqrt(d_k)) over allowed keys (masked entries exactly 0; a query row
+ * with no allowed key has P_i = 0), f(X) = P V, and the bound is on ||Df(X)||_2 with X and
+ * f(X) measured in the Frobenius norm.
+ */
+
+/** Every head variant, in the order of MATH.md section 2. */
+export const HEAD_VARIANTS = [
+  "paper",
+  "t3-one",
+  "t3-half",
+  "t3-top2",
+  "t3-quad",
+  "t3-exact",
+  "dist",
+  "cov",
+  "castin",
+] as const;
+
+/** One of {@link HEAD_VARIANTS}. */
+export type HeadVariant = (typeof HEAD_VARIANTS)[number];
+
+/** A value per head variant. */
+export type VariantValues = Record<HeadVariant, number>;
+
+/** One head's weights in float64: W_Q, W_K, W_V [d, d_k] row-major; biases [d_k] optional. */
+export interface HeadWeights {
+  d: number;
+  dk: number;
+  wq: Float64Array;
+  wk: Float64Array;
+  wv: Float64Array;
+  bq?: Float64Array;
+  bk?: Float64Array;
+  bv?: Float64Array;
+}
+
+/**
+ * Input-independent quantities of one head, computed once per model ({@link headWeightNorms}).
+ * Factors F [d_k, d_k] satisfy F^T F = W^T W.
+ */
+export interface HeadNorms {
+  d: number;
+  dk: number;
+  /** G_Q = W_Q^T W_Q [d_k, d_k]. */
+  gq: Float64Array;
+  /** Square-root factors of W_Q^T W_Q and W_K^T W_K. */
+  fq: Float64Array;
+  fk: Float64Array;
+  /** ||W_V||_2. */
+  wv: number;
+  /** ||A||_2, A = W_Q W_K^T / sqrt(d_k). */
+  a: number;
+  /**
+   * Whether the head is treated by input augmentation in `paper` and `castin` (b_Q has a
+   * nonzero entry); then `aAug` = ||A~||_2 with W~_Q = [W_Q; b_Q^T], W~_K = [W_K; 0].
+   */
+  augmented: boolean;
+  aAug: number;
+}
+
+/**
+ * Spectral norms and factors of one head's weights (MATH.md section 2).
+ *
+ * @returns {@link HeadNorms}; ||A|| from ||W_Q W_K^T||^2 = lambda_max(F_Q G_K F_Q^T).
+ * @throws RangeError when array lengths do not match d and d_k.
+ */
+export function headWeightNorms(w: HeadWeights): HeadNorms {
+  const { d, dk } = w;
+  for (const [name, m] of [
+    ["wq", w.wq],
+    ["wk", w.wk],
+    ["wv", w.wv],
+  ] as const)
+    if (m.length !== d * dk)
+      throw new RangeError(`head weights: ${name} must have ${d * dk} entries, got ${m.length}`);
+  for (const [name, b] of [
+    ["bq", w.bq],
+    ["bk", w.bk],
+    ["bv", w.bv],
+  ] as const)
+    if (b !== undefined && b.length !== dk)
+      throw new RangeError(`head weights: ${name} must have ${dk} entries, got ${b.length}`);
+  const gq = gramCols(w.wq, d, dk);
+  const gk = gramCols(w.wk, d, dk);
+  const fq = sqrtFactor(gq, dk);
+  const fk = sqrtFactor(gk, dk);
+  const a = Math.sqrt(Math.max(symMaxEigenvalue(congruence(fq, gk, dk, dk), dk), 0) / dk);
+  const augmented = w.bq !== undefined && w.bq.some((x) => x !== 0);
+  let aAug = a;
+  if (augmented) {
+    // G~_Q = G_Q + b_Q b_Q^T; W~_K = [W_K; 0] has the same Gram matrix as W_K.
+    const gqa = Float64Array.from(gq);
+    const bq = w.bq as Float64Array;
+    for (let i = 0; i < dk; i++) for (let j = 0; j < dk; j++) gqa[i * dk + j] += bq[i] * bq[j];
+    const fqa = sqrtFactor(gqa, dk);
+    aAug = Math.sqrt(Math.max(symMaxEigenvalue(congruence(fqa, gk, dk, dk), dk), 0) / dk);
+  }
+  return { d, dk, gq, fq, fk, wv: spectralNorm(w.wv, d, dk), a, augmented, aAug };
+}
+
+/** Norms of the head input X [n, d] that every head of a layer shares ({@link inputNorms}). */
+export interface InputNorms {
+  /** ||X||_2 and ||[X, 1]||_2. */
+  x: number;
+  xAug: number;
+  /** max_i ||x_i|| and max_i ||[x_i, 1]||. */
+  r: number;
+  rAug: number;
+}
+
+/**
+ * ||X||_2, ||[X, 1]||_2 and the largest row norms of a layer input X [n, d] (all rows).
+ *
+ * @throws RangeError when x has fewer than n*d entries.
+ */
+export function inputNorms(x: ArrayLike<number>, n: number, d: number): InputNorms {
+  if (x.length < n * d)
+    throw new RangeError(`inputNorms: expected ${n * d} entries, got ${x.length}`);
+  const g = new Float64Array((d + 1) * (d + 1));
+  let r2 = 0;
+  for (let i = 0; i < n; i++) {
+    let s = 0;
+    for (let a = 0; a < d; a++) {
+      const v = x[i * d + a];
+      s += v * v;
+      if (v === 0) continue;
+      for (let b = a; b < d; b++) g[a * (d + 1) + b] += v * x[i * d + b];
+      g[a * (d + 1) + d] += v;
+    }
+    r2 = Math.max(r2, s);
+  }
+  g[d * (d + 1) + d] = n;
+  for (let a = 0; a <= d; a++) for (let b = 0; b < a; b++) g[a * (d + 1) + b] = g[b * (d + 1) + a];
+  const plain = new Float64Array(d * d);
+  for (let a = 0; a < d; a++) for (let b = 0; b < d; b++) plain[a * d + b] = g[a * (d + 1) + b];
+  return {
+    x: Math.sqrt(Math.max(symMaxEigenvalue(plain, d), 0)),
+    xAug: Math.sqrt(Math.max(symMaxEigenvalue(g, d + 1), 0)),
+    r: Math.sqrt(r2),
+    rAug: Math.sqrt(r2 + 1),
+  };
+}
+
+/** What one head needs from a forward pass, for one sequence. */
+export interface HeadActivations {
+  /** Tokens n. */
+  n: number;
+  /** X [n, d], the head's input (used by `paper` and `castin` through `xNorms` when absent). */
+  x?: ArrayLike<number>;
+  /** Precomputed {@link inputNorms} of X (shared by the heads of a layer). */
+  xNorms?: InputNorms;
+  /** Q, K, V [n, d_k] including biases (Q unscaled). */
+  q: ArrayLike<number>;
+  k: ArrayLike<number>;
+  v: ArrayLike<number>;
+  /** P [n, n] (row = query), exactly 0 at masked keys. */
+  p: ArrayLike<number>;
+  /** Allowed keys [n, n] (row = query), nonzero/true = may attend; absent = all allowed. */
+  allowed?: ArrayLike<number | boolean>;
+}
+
+/** The three operators of the row-resolved bound and the shared factors (MATH.md section 2). */
+export interface HeadParts {
+  /** ||P||_2 ||W_V||_2. */
+  valuePath: number;
+  /** max_i ||W_Q K_c^T J_i V_c||_2 / sqrt(d_k) (exact). */
+  queryPathExact: number;
+  /** max_i s_i ||W_Q K_c^T||_2 ||V_c||_2 / sqrt(d_k), exact s_i. */
+  queryPathRelaxed: number;
+  /** ||diag(s) Q W_K^T||_2 ||V_c||_2 / sqrt(d_k), exact s_i. */
+  keyPath: number;
+  /** ||P||_2, ||W_Q K_c^T||_2, ||Q W_K^T||_2, ||V_c||_2. */
+  p: number;
+  wqKc: number;
+  qWk: number;
+  vc: number;
+}
+
+/** Per-row softmax-Jacobian values of one head (over live rows only: rows with an allowed key). */
+export interface HeadRowStats {
+  /** Live query rows (at least one allowed key). */
+  live: Uint8Array;
+  /** Exact sigma, sigma_quad, sigma_top2 per row (0 on rows that are not live). */
+  exact: Float64Array;
+  quad: Float64Array;
+  top2: Float64Array;
+  /** p_(1) and entropy (nats) per row. */
+  top: Float64Array;
+  entropy: Float64Array;
+}
+
+/** Result of {@link attentionHeadBounds}. */
+export interface HeadBounds {
+  /** Each variant's bound on ||Df(X)||_2 (Frobenius in, Frobenius out). */
+  values: VariantValues;
+  parts: HeadParts;
+  rows: HeadRowStats;
+}
+
+/**
+ * Per-row sigma values (exact, quad, top2), p_(1) and entropy of an attention map P [n, n].
+ *
+ * @param allowed optional [n, n] mask; masked positions count as zeros.
+ */
+export function headRowStats(
+  p: ArrayLike<number>,
+  n: number,
+  allowed?: ArrayLike<number | boolean>,
+): HeadRowStats {
+  const live = new Uint8Array(n);
+  const exact = new Float64Array(n);
+  const quad = new Float64Array(n);
+  const top2 = new Float64Array(n);
+  const top = new Float64Array(n);
+  const entropy = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    let any = allowed === undefined;
+    if (!any) for (let j = 0; j < n && !any; j++) any = Boolean(allowed![i * n + j]);
+    if (!any) continue;
+    live[i] = 1;
+    const st = rowStats(p, i * n, n, allowed, i * n);
+    exact[i] = solveSecular(st, p, i * n, allowed, i * n);
+    quad[i] = sigmaQuadFromStats(st);
+    top2[i] = sigmaTop2FromStats(st);
+    top[i] = st.a;
+    let h = 0;
+    for (let j = 0; j < n; j++) {
+      const v = allowed !== undefined && !allowed[i * n + j] ? 0 : p[i * n + j];
+      if (v > 0) h -= v * Math.log(v);
+    }
+    entropy[i] = h;
+  }
+  return { live, exact, quad, top2, top, entropy };
+}
+
+/**
+ * Every variant of MATH.md section 2 for one head at one input:
+ *
+ * - `paper` (Theorem-3 form as transcribed): ||W_V||_2 (||P||_2 + 2 ||X||_2^2 ||A||_2 max_i sigma_top2(P_i)).
+ * - `t3-*`: L_T3(s) = ||P||_2 ||W_V||_2 + s_max (||W_Q K_c^T||_2 + ||Q W_K^T||_2) ||V_c||_2 / sqrt(d_k)
+ *   with s = 1, 1/2, sigma_top2, sigma_quad, exact sigma.
+ * - `dist`: value path + max_i s_i ||W_Q K_c^T|| ||V_c|| / sqrt(d_k) + key path (exact s_i).
+ * - `cov`: value path + max_i ||W_Q K_c^T J_i V_c||_2 / sqrt(d_k) + key path.
+ *   key path = ||diag(s) Q W_K^T||_2 ||V_c||_2 / sqrt(d_k).
+ * - `castin`: sqrt(3) ||W_V||_2 (||A||_2^2 R^4 (4n + 1) + n)^(1/2), R = max_i ||x_i||.
+ *
+ * Heads with a query bias (`paper`, `castin`): the head is a bias-free head of the augmented
+ * input X~ = [X, 1] with W~_Q = [W_Q; b_Q^T]. b_K and b_V do not change Df at all (q_i b_K
+ * shifts a whole score row, which softmax ignores; P_i 1 b_V^T is constant), so W~_K = [W_K; 0],
+ * W~_V = [W_V; 0]. Directions E~ = [E, 0] are a subset of the augmented head's directions, so
+ * its bias-free bound, with ||X~||_2 and R = max ||x~_i||, bounds the original head.
+ *
+ * Masks: K_c and V_c keep the key rows allowed for some query, centered over those rows (J_i has
+ * zero rows and columns at a row's masked keys and J_i 1 = 0, so this is exact); Q keeps the live
+ * rows; s_max is over live rows. A fully masked row (no allowed key) has P_i = 0, s_i = 0 and
+ * contributes nothing; everything stays finite. Padded query rows that still attend to real
+ * keys (how this package masks padding) are ordinary live rows.
+ *
+ * @param act activations of one sequence (see {@link HeadActivations}); q/k/v/p may be float32.
+ * @param norms the head's {@link HeadNorms}.
+ * @returns values per variant, the parts, and per-row sigma statistics.
+ * @throws RangeError when neither act.x nor act.xNorms is given, or on size mismatches.
+ */
+export function attentionHeadBounds(act: HeadActivations, norms: HeadNorms): HeadBounds {
+  const { n } = act;
+  const { d, dk } = norms;
+  const { q: q0, k: k0, v: v0, p: p0, allowed: allowed0 } = act;
+  if (q0.length !== n * dk || k0.length !== n * dk || v0.length !== n * dk)
+    throw new RangeError(`attention head: q, k, v must have n*d_k = ${n * dk} entries`);
+  if (p0.length !== n * n)
+    throw new RangeError(`attention head: p must have n*n = ${n * n} entries, got ${p0.length}`);
+  if (allowed0 !== undefined && allowed0.length !== n * n)
+    throw new RangeError(
+      `attention head: allowed must have n*n = ${n * n} entries, got ${allowed0.length}`,
+    );
+  // Float64 copies: one element kind in the loops below (float32 trace arrays and float64
+  // test arrays would otherwise make them polymorphic and several times slower).
+  const q = Float64Array.from(q0);
+  const k = Float64Array.from(k0);
+  const v = Float64Array.from(v0);
+  const p = Float64Array.from(p0);
+  const allowed =
+    allowed0 === undefined ? undefined : Uint8Array.from(allowed0, (a) => (a ? 1 : 0));
+  let xn = act.xNorms;
+  if (xn === undefined) {
+    if (act.x === undefined) throw new RangeError("attention head: give x or xNorms");
+    xn = inputNorms(act.x, n, d);
+  }
+  const rows = headRowStats(p, n, allowed);
+  const sqrtDk = Math.sqrt(dk);
+
+  // Keys allowed for at least one query.
+  const activeKey = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    if (!rows.live[i]) continue;
+    for (let j = 0; j < n; j++) if (allowed === undefined || allowed[i * n + j]) activeKey[j] = 1;
+  }
+
+  // Column-centered K_c, V_c over the active keys: their Gram matrices [d_k, d_k].
+  const kMean = new Float64Array(dk);
+  const vMean = new Float64Array(dk);
+  let nActive = 0;
+  for (let j = 0; j < n; j++) {
+    if (!activeKey[j]) continue;
+    nActive++;
+    for (let c = 0; c < dk; c++) {
+      kMean[c] += k[j * dk + c];
+      vMean[c] += v[j * dk + c];
+    }
+  }
+  for (let c = 0; c < dk; c++) {
+    kMean[c] /= Math.max(nActive, 1);
+    vMean[c] /= Math.max(nActive, 1);
+  }
+  const kc = new Float64Array(nActive * dk);
+  const vc = new Float64Array(nActive * dk);
+  for (let j = 0, r = 0; j < n; j++) {
+    if (!activeKey[j]) continue;
+    for (let c = 0; c < dk; c++) {
+      kc[r * dk + c] = k[j * dk + c] - kMean[c];
+      vc[r * dk + c] = v[j * dk + c] - vMean[c];
+    }
+    r++;
+  }
+  const ck = gramCols(kc, nActive, dk);
+  const normVc = Math.sqrt(Math.max(symMaxEigenvalue(gramCols(vc, nActive, dk), dk), 0));
+  const wqKc = Math.sqrt(Math.max(symMaxEigenvalue(congruence(norms.fq, ck, dk, dk), dk), 0));
+
+  // Q over live rows, plain and weighted by s_i^2 (exact sigma).
+  const cq = new Float64Array(dk * dk);
+  const cqs = new Float64Array(dk * dk);
+  let sMax = { exact: 0, quad: 0, top2: 0 };
+  let anyLive = false;
+  for (let i = 0; i < n; i++) {
+    if (!rows.live[i]) continue;
+    anyLive = true;
+    sMax = {
+      exact: Math.max(sMax.exact, rows.exact[i]),
+      quad: Math.max(sMax.quad, rows.quad[i]),
+      top2: Math.max(sMax.top2, rows.top2[i]),
+    };
+    const s2 = rows.exact[i] * rows.exact[i];
+    for (let a = 0; a < dk; a++) {
+      const qa = q[i * dk + a];
+      if (qa === 0) continue;
+      for (let b = a; b < dk; b++) {
+        const t = qa * q[i * dk + b];
+        cq[a * dk + b] += t;
+        cqs[a * dk + b] += s2 * t;
+      }
+    }
+  }
+  for (let a = 0; a < dk; a++)
+    for (let b = 0; b < a; b++) {
+      cq[a * dk + b] = cq[b * dk + a];
+      cqs[a * dk + b] = cqs[b * dk + a];
+    }
+  const qWk = Math.sqrt(Math.max(symMaxEigenvalue(congruence(norms.fk, cq, dk, dk), dk), 0));
+  const sQWk = Math.sqrt(Math.max(symMaxEigenvalue(congruence(norms.fk, cqs, dk, dk), dk), 0));
+
+  // ||P||_2 (masked entries read as 0).
+  const pm = new Float64Array(n * n);
+  for (let i = 0; i < n * n; i++) pm[i] = allowed !== undefined && !allowed[i] ? 0 : p[i];
+  const normP = spectralNorm(pm, n, n);
+
+  // Exact query path: per live row, C_i = K^T J_i V (J_i = diag(w) - w w^T, w = P_i), and
+  // ||W_Q C_i||_2^2 = lambda_max(C_i^T G_Q C_i). With K, V centered by the active-key means
+  // (mu_K, mu_V; kc_j = k_j - mu_K) and kb = sum_j w_j kc_j, vb = sum_j w_j vc_j, m = sum_j w_j:
+  //   C_i = sum_j w_j kc_j vc_j^T - kb vb^T + (1 - m) (kb mu_V^T + mu_K vb^T + m mu_K mu_V^T),
+  // exact for any m (float32 rows sum to 1 +- 1e-7), and free of the cancellation that
+  // uncentered keys with a large common offset would cause. z_j = vec(kc_j vc_j^T) is shared by
+  // all rows, so each row costs one pass of n * d_k^2 multiply-adds.
+  let queryRelaxed = 0;
+  for (let i = 0; i < n; i++)
+    if (rows.live[i]) queryRelaxed = Math.max(queryRelaxed, rows.exact[i]);
+  let queryExact = queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, norms.gq);
+  queryExact /= sqrtDk;
+  queryRelaxed = (queryRelaxed * wqKc * normVc) / sqrtDk;
+  const keyPath = (sQWk * normVc) / sqrtDk;
+  const valuePath = normP * norms.wv;
+
+  const t3 = (s: number) => valuePath + (s * (wqKc + qWk) * normVc) / sqrtDk;
+  const aug = norms.augmented;
+  const xNorm = aug ? xn.xAug : xn.x;
+  const aNorm = aug ? norms.aAug : norms.a;
+  const r = aug ? xn.rAug : xn.r;
+  const values: VariantValues = {
+    paper: norms.wv * (normP + 2 * xNorm * xNorm * aNorm * sMax.top2),
+    "t3-one": t3(anyLive ? 1 : 0),
+    "t3-half": t3(anyLive ? 0.5 : 0),
+    "t3-top2": t3(sMax.top2),
+    "t3-quad": t3(sMax.quad),
+    "t3-exact": t3(sMax.exact),
+    dist: valuePath + queryRelaxed + keyPath,
+    cov: valuePath + queryExact + keyPath,
+    castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
+  };
+  return {
+    values,
+    parts: {
+      valuePath,
+      queryPathExact: queryExact,
+      queryPathRelaxed: queryRelaxed,
+      keyPath,
+      p: normP,
+      wqKc,
+      qWk,
+      vc: normVc,
+    },
+    rows,
+  };
+}
+
+/**
+ * max over live rows of ||W_Q K^T J_i V||_2 (not yet divided by sqrt(d_k)); see the comment in
+ * {@link attentionHeadBounds}. A separate function so that V8 optimizes its loops on their own.
+ */
+function queryPathExact(
+  n: number,
+  dk: number,
+  k: Float64Array,
+  v: Float64Array,
+  kMean: Float64Array,
+  vMean: Float64Array,
+  activeKey: Uint8Array,
+  pm: Float64Array,
+  rows: HeadRowStats,
+  gq: Float64Array,
+): number {
+  const dk2 = dk * dk;
+  const kcAll = new Float64Array(n * dk);
+  const vcAll = new Float64Array(n * dk);
+  for (let j = 0; j < n; j++)
+    for (let c = 0; c < dk; c++) {
+      kcAll[j * dk + c] = k[j * dk + c] - kMean[c];
+      vcAll[j * dk + c] = v[j * dk + c] - vMean[c];
+    }
+  const z = new Float64Array(n * dk2);
+  for (let j = 0; j < n; j++) {
+    if (!activeKey[j]) continue;
+    for (let a = 0; a < dk; a++) {
+      const ka = kcAll[j * dk + a];
+      for (let b = 0; b < dk; b++) z[j * dk2 + a * dk + b] = ka * vcAll[j * dk + b];
+    }
+  }
+  let queryExact = 0;
+  const ci = new Float64Array(dk2);
+  const kb = new Float64Array(dk);
+  const vb = new Float64Array(dk);
+  const gc = new Float64Array(dk2);
+  const ct = new Float64Array(dk2);
+  for (let i = 0; i < n; i++) {
+    if (!rows.live[i] || rows.exact[i] === 0) continue;
+    kb.fill(0);
+    vb.fill(0);
+    ci.fill(0);
+    let mass = 0;
+    for (let j = 0; j < n; j++) {
+      const w = pm[i * n + j];
+      if (w === 0) continue;
+      mass += w;
+      for (let c = 0; c < dk; c++) {
+        kb[c] += w * kcAll[j * dk + c];
+        vb[c] += w * vcAll[j * dk + c];
+      }
+      const o = j * dk2;
+      for (let t = 0; t < dk2; t++) ci[t] += w * z[o + t];
+    }
+    const rest = 1 - mass;
+    for (let a = 0; a < dk; a++)
+      for (let b = 0; b < dk; b++)
+        ci[a * dk + b] +=
+          -kb[a] * vb[b] +
+          rest * (kb[a] * vMean[b] + kMean[a] * vb[b] + mass * kMean[a] * vMean[b]);
+    // ct = C_i^T G_Q C_i.
+    gc.fill(0);
+    for (let a = 0; a < dk; a++)
+      for (let t = 0; t < dk; t++) {
+        const g = gq[a * dk + t];
+        if (g === 0) continue;
+        for (let b = 0; b < dk; b++) gc[a * dk + b] += g * ci[t * dk + b];
+      }
+    for (let a = 0; a < dk; a++)
+      for (let b = a; b < dk; b++) {
+        let s = 0;
+        for (let t = 0; t < dk; t++) s += ci[t * dk + a] * gc[t * dk + b];
+        ct[a * dk + b] = s;
+        ct[b * dk + a] = s;
+      }
+    queryExact = Math.max(queryExact, Math.sqrt(Math.max(symMaxEigenvalue(ct, dk), 0)));
+  }
+  return queryExact;
+}

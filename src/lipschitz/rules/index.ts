@@ -1,0 +1,41 @@
+export {
+  HEAD_VARIANTS,
+  attentionHeadBounds,
+  headWeightNorms,
+  headRowStats,
+  inputNorms,
+  type HeadVariant,
+  type VariantValues,
+  type HeadWeights,
+  type HeadNorms,
+  type HeadActivations,
+  type HeadBounds,
+  type HeadParts,
+  type HeadRowStats,
+  type InputNorms,
+} from "./attentionHead.ts";
+export { attentionLayerBound } from "./attentionLayer.ts";
+export { layerNormBound, type LayerNormBound } from "./layerNorm.ts";
+export { mlpBound, type MlpBound } from "./mlp.ts";
+export { residualBound, blockBound, type BlockParts } from "./block.ts";
+export { patchEmbeddingBound, tokenEmbeddingBound } from "./embedding.ts";
+export { finalNormBound, headBound } from "./output.ts";
+export { RULES, LAYER_KINDS, ruleFor, type LayerKind } from "./table.ts";
+export {
+  modelWeightNorms,
+  headWeights,
+  type Weights,
+  type NormShape,
+  type ModelWeightNorms,
+  type BlockWeightNorms,
+} from "./weightNorms.ts";
+export {
+  spectralNorm,
+  symMaxEigenvalue,
+  symEigen,
+  sqrtFactor,
+  gramCols,
+  gramRows,
+  matMul,
+  congruence,
+} from "./linalg.ts";

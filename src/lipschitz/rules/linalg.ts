@@ -1,0 +1,290 @@
+/**
+ * Small dense float64 linear algebra for the Lipschitz rules (MATH.md sections 2-3): Gram
+ * matrices, the largest eigenvalue of a symmetric matrix, spectral norms, and a square-root
+ * factor of a Gram matrix. Matrices are row-major Float64Arrays.
+ *
+ * Why our own and not a library: spectral norms are the core of every bound, and a bound must
+ * never be UNDER the truth. Power iteration converges from below (an underestimate breaks
+ * validity unless run to full convergence, which is slow when the top eigenvalues are close),
+ * so the largest eigenvalue here comes from a Householder tridiagonalization (backward stable)
+ * and Sturm-sequence bisection, which brackets it to machine precision and returns the upper end
+ * of the bracket. ml-matrix is a devDependency (tests only), and tfjs works in float32.
+ */
+
+/** Machine epsilon of float64. */
+const EPS = Number.EPSILON;
+
+/**
+ * The Gram matrix M^T M of a rows x cols matrix.
+ *
+ * @param m row-major [rows, cols]. @returns Float64Array [cols, cols] (symmetric).
+ */
+export function gramCols(m: ArrayLike<number>, rows: number, cols: number): Float64Array {
+  const g = new Float64Array(cols * cols);
+  for (let r = 0; r < rows; r++) {
+    const o = r * cols;
+    for (let i = 0; i < cols; i++) {
+      const v = m[o + i];
+      if (v === 0) continue;
+      const gi = i * cols;
+      for (let j = i; j < cols; j++) g[gi + j] += v * m[o + j];
+    }
+  }
+  for (let i = 0; i < cols; i++) for (let j = 0; j < i; j++) g[i * cols + j] = g[j * cols + i];
+  return g;
+}
+
+/**
+ * The Gram matrix M M^T of a rows x cols matrix.
+ *
+ * @param m row-major [rows, cols]. @returns Float64Array [rows, rows] (symmetric).
+ */
+export function gramRows(m: ArrayLike<number>, rows: number, cols: number): Float64Array {
+  const g = new Float64Array(rows * rows);
+  for (let i = 0; i < rows; i++)
+    for (let j = i; j < rows; j++) {
+      let s = 0;
+      for (let k = 0; k < cols; k++) s += m[i * cols + k] * m[j * cols + k];
+      g[i * rows + j] = s;
+      g[j * rows + i] = s;
+    }
+  return g;
+}
+
+/**
+ * C = A B for A [r, k], B [k, c].
+ *
+ * @returns Float64Array [r, c].
+ */
+export function matMul(
+  a: ArrayLike<number>,
+  b: ArrayLike<number>,
+  r: number,
+  k: number,
+  c: number,
+): Float64Array {
+  const out = new Float64Array(r * c);
+  for (let i = 0; i < r; i++)
+    for (let t = 0; t < k; t++) {
+      const v = a[i * k + t];
+      if (v === 0) continue;
+      const ob = t * c;
+      const oo = i * c;
+      for (let j = 0; j < c; j++) out[oo + j] += v * b[ob + j];
+    }
+  return out;
+}
+
+/**
+ * F G F^T for F [r, m] and symmetric G [m, m].
+ *
+ * @returns Float64Array [r, r] (symmetric).
+ */
+export function congruence(
+  f: ArrayLike<number>,
+  g: ArrayLike<number>,
+  r: number,
+  m: number,
+): Float64Array {
+  const fg = matMul(f, g, r, m, m);
+  const out = new Float64Array(r * r);
+  for (let i = 0; i < r; i++)
+    for (let j = i; j < r; j++) {
+      let s = 0;
+      for (let k = 0; k < m; k++) s += fg[i * m + k] * f[j * m + k];
+      out[i * r + j] = s;
+      out[j * r + i] = s;
+    }
+  return out;
+}
+
+/**
+ * The largest eigenvalue of a symmetric m x m matrix, from above.
+ *
+ * Householder reduction to tridiagonal form (O(m^3), backward stable), then bisection with
+ * Sturm counts on the Gershgorin interval of the tridiagonal matrix until the bracket is at
+ * machine precision; the upper end of the bracket is returned, plus a relative margin of
+ * 8 m eps for the rounding of the reduction (so the result is >= the exact value up to
+ * rounding that is far below any test tolerance).
+ *
+ * @param a row-major [m, m], symmetric (only the lower triangle is read); not modified.
+ * @param m size, >= 0 (0 gives 0).
+ * @returns lambda_max (for a PSD Gram matrix: the squared spectral norm).
+ * @throws RangeError when a has fewer than m*m entries or contains a non-finite value.
+ */
+export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
+  if (m === 0) return 0;
+  if (a.length < m * m)
+    throw new RangeError(`symMaxEigenvalue: expected ${m * m} entries, got ${a.length}`);
+  if (m === 1) {
+    if (!Number.isFinite(a[0])) throw new RangeError("symMaxEigenvalue: non-finite entry");
+    return a[0];
+  }
+  const w = new Float64Array(m * m);
+  for (let i = 0; i < m; i++)
+    for (let j = 0; j <= i; j++) {
+      const v = a[i * m + j];
+      if (!Number.isFinite(v)) throw new RangeError("symMaxEigenvalue: non-finite entry");
+      w[i * m + j] = v;
+      w[j * m + i] = v;
+    }
+  const diag = new Float64Array(m);
+  const off = new Float64Array(m); // off[i] couples i and i + 1
+  const v = new Float64Array(m);
+  const p = new Float64Array(m);
+  for (let k = 0; k < m - 2; k++) {
+    let norm2 = 0;
+    for (let i = k + 1; i < m; i++) norm2 += w[i * m + k] * w[i * m + k];
+    const x0 = w[(k + 1) * m + k];
+    if (norm2 === 0) {
+      off[k] = 0;
+      continue;
+    }
+    const norm = Math.sqrt(norm2);
+    const alpha = x0 > 0 ? -norm : norm;
+    // v = x - alpha e1, normalized; H = I - 2 v v^T maps x to alpha e1.
+    let vn2 = 0;
+    for (let i = k + 1; i < m; i++) {
+      v[i] = w[i * m + k] - (i === k + 1 ? alpha : 0);
+      vn2 += v[i] * v[i];
+    }
+    off[k] = alpha;
+    if (vn2 === 0) continue;
+    const inv = 1 / Math.sqrt(vn2);
+    for (let i = k + 1; i < m; i++) v[i] *= inv;
+    // A' = A - 2 v w^T - 2 w v^T with p = A v, K = v^T p, w = p - K v (trailing block only).
+    let kk = 0;
+    for (let i = k + 1; i < m; i++) {
+      let s = 0;
+      for (let j = k + 1; j < m; j++) s += w[i * m + j] * v[j];
+      p[i] = s;
+      kk += v[i] * s;
+    }
+    for (let i = k + 1; i < m; i++) p[i] -= kk * v[i];
+    for (let i = k + 1; i < m; i++)
+      for (let j = k + 1; j < m; j++) w[i * m + j] -= 2 * (v[i] * p[j] + p[i] * v[j]);
+  }
+  for (let i = 0; i < m; i++) diag[i] = w[i * m + i];
+  off[m - 2] = w[(m - 1) * m + (m - 2)];
+  // Gershgorin interval of the tridiagonal matrix.
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let i = 0; i < m; i++) {
+    const r = (i > 0 ? Math.abs(off[i - 1]) : 0) + (i < m - 1 ? Math.abs(off[i]) : 0);
+    lo = Math.min(lo, diag[i] - r);
+    hi = Math.max(hi, diag[i] + r);
+  }
+  const scale = Math.max(Math.abs(lo), Math.abs(hi));
+  if (scale === 0) return 0;
+  const tiny = scale * EPS * EPS;
+  /** Number of eigenvalues strictly below x (Sturm sequence of the LDL^T pivots). */
+  const below = (x: number): number => {
+    let count = 0;
+    let q = diag[0] - x;
+    if (q === 0) q = -tiny;
+    if (q < 0) count++;
+    for (let i = 1; i < m; i++) {
+      q = diag[i] - x - (off[i - 1] * off[i - 1]) / q;
+      if (q === 0) q = -tiny;
+      if (q < 0) count++;
+    }
+    return count;
+  };
+  for (let it = 0; it < 200 && hi - lo > 2 * EPS * scale; it++) {
+    const mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    if (below(mid) === m) hi = mid;
+    else lo = mid;
+  }
+  return hi + 8 * m * EPS * scale;
+}
+
+/**
+ * Spectral norm (largest singular value) of a rows x cols matrix, from the Gram matrix of its
+ * smaller side and {@link symMaxEigenvalue}.
+ *
+ * @param m row-major [rows, cols]. @returns ||M||_2 >= 0 (0 for an empty matrix).
+ * @throws RangeError on non-finite entries.
+ */
+export function spectralNorm(m: ArrayLike<number>, rows: number, cols: number): number {
+  if (rows === 0 || cols === 0) return 0;
+  const g = cols <= rows ? gramCols(m, rows, cols) : gramRows(m, rows, cols);
+  return Math.sqrt(Math.max(symMaxEigenvalue(g, Math.min(rows, cols)), 0));
+}
+
+/**
+ * Eigen-decomposition of a small symmetric matrix by the cyclic Jacobi method (exact to
+ * rounding; used for the square-root factors of weight Gram matrices, computed once per model).
+ *
+ * @param a row-major [m, m] symmetric; not modified.
+ * @returns eigenvalues [m] and eigenvectors as the COLUMNS of a row-major [m, m] matrix.
+ */
+export function symEigen(
+  a: ArrayLike<number>,
+  m: number,
+): { values: Float64Array; vectors: Float64Array } {
+  const w = Float64Array.from({ length: m * m }, (_, i) => a[i]);
+  const u = new Float64Array(m * m);
+  for (let i = 0; i < m; i++) u[i * m + i] = 1;
+  for (let sweep = 0; sweep < 100; sweep++) {
+    let offNorm = 0;
+    let total = 0;
+    for (let i = 0; i < m; i++)
+      for (let j = 0; j < m; j++) {
+        const x = w[i * m + j] * w[i * m + j];
+        total += x;
+        if (i !== j) offNorm += x;
+      }
+    if (offNorm <= EPS * EPS * total * 1e-2 || offNorm === 0) break;
+    for (let p = 0; p < m - 1; p++)
+      for (let q = p + 1; q < m; q++) {
+        const apq = w[p * m + q];
+        if (apq === 0) continue;
+        const app = w[p * m + p];
+        const aqq = w[q * m + q];
+        const theta = (aqq - app) / (2 * apq);
+        const t = Math.sign(theta || 1) / (Math.abs(theta) + Math.sqrt(theta * theta + 1));
+        const c = 1 / Math.sqrt(t * t + 1);
+        const s = t * c;
+        for (let k = 0; k < m; k++) {
+          const akp = w[k * m + p];
+          const akq = w[k * m + q];
+          w[k * m + p] = c * akp - s * akq;
+          w[k * m + q] = s * akp + c * akq;
+        }
+        for (let k = 0; k < m; k++) {
+          const apk = w[p * m + k];
+          const aqk = w[q * m + k];
+          w[p * m + k] = c * apk - s * aqk;
+          w[q * m + k] = s * apk + c * aqk;
+        }
+        for (let k = 0; k < m; k++) {
+          const ukp = u[k * m + p];
+          const ukq = u[k * m + q];
+          u[k * m + p] = c * ukp - s * ukq;
+          u[k * m + q] = s * ukp + c * ukq;
+        }
+      }
+  }
+  const values = new Float64Array(m);
+  for (let i = 0; i < m; i++) values[i] = w[i * m + i];
+  return { values, vectors: u };
+}
+
+/**
+ * A square-root factor of a symmetric PSD matrix: F [m, m] with F^T F = G (F = Lambda^(1/2) U^T
+ * from {@link symEigen}; negative rounding eigenvalues clamped to 0). Then ||M x|| = ||F x||
+ * for every x whenever G = M^T M, so ||M B||_2 = ||F B||_2 for any B: norms of products with a
+ * tall weight matrix reduce to m x m problems.
+ *
+ * @param g row-major [m, m] symmetric PSD. @returns Float64Array [m, m].
+ */
+export function sqrtFactor(g: ArrayLike<number>, m: number): Float64Array {
+  const { values, vectors } = symEigen(g, m);
+  const f = new Float64Array(m * m);
+  for (let i = 0; i < m; i++) {
+    const s = Math.sqrt(Math.max(values[i], 0));
+    for (let k = 0; k < m; k++) f[i * m + k] = s * vectors[k * m + i];
+  }
+  return f;
+}

@@ -1,0 +1,231 @@
+// The walker networkBounds over traced tfjs forward passes of small ViT and text models, against
+// dense input Jacobians of the float64 reference logits (src/nn/reference64.ts).
+import { test, before } from "node:test";
+import assert from "node:assert/strict";
+import { tf, useBackend } from "../../src/backend.ts";
+import { createModel, disposeTrace, type Model } from "../../src/nn/index.ts";
+import type { TextConfig, VitConfig } from "../../src/nn/config.ts";
+import { block64, encoderHead64, vitForward64 } from "../../src/nn/reference64.ts";
+import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
+import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
+import {
+  fdJacobian,
+  mulberry32,
+  pick,
+  randomWeights,
+  sigmaMax,
+  type Rand,
+} from "./rulesHelpers.ts";
+
+const TOL = 1e-4;
+
+before(async () => {
+  await useBackend("cpu");
+});
+
+function randomEncoder(rand: Rand) {
+  const heads = pick(rand, [1, 2]);
+  const dk = pick(rand, [2, 3, 4]);
+  return {
+    dModel: heads * dk,
+    heads,
+    blocks: pick(rand, [1, 2]),
+    mlpHidden: 2 + Math.floor(rand() * 8),
+    classes: pick(rand, [2, 3]),
+    qkvBias: rand() < 0.5,
+    norm: pick(rand, ["pre", "post"] as const),
+    lnEps: pick(rand, [1e-5, 1e-3]),
+  };
+}
+
+function withRandomWeights(
+  model: Model,
+  rand: Rand,
+  scale: number,
+  extra: Record<string, number[]>,
+): void {
+  const c = model.config;
+  model.setWeights(randomWeights(rand, c, scale, c.qkvBias, extra));
+}
+
+test("ViT: every network variant >= the true input-Jacobian norm of the logits (100 configs); blocks too", () => {
+  const rand = mulberry32(71);
+  const before = tf.memory().numTensors;
+  for (let t = 0; t < 100; t++) {
+    const channels = pick(rand, [1, 2]);
+    const patchSize = 2;
+    const imageSize = pick(rand, [2, 4]);
+    const cfg = { kind: "vit" as const, imageSize, channels, patchSize, ...randomEncoder(rand) };
+    const model = createModel(cfg);
+    const c = model.config as VitConfig;
+    const N = (imageSize / patchSize) ** 2;
+    const patchDim = patchSize * patchSize * channels;
+    withRandomWeights(model, rand, pick(rand, [0.3, 1, 3]), {
+      "patch.w": [patchDim, c.dModel],
+      "patch.b": [c.dModel],
+      cls: [1, c.dModel],
+      pos: [N + 1, c.dModel],
+    });
+    const weights = model.getWeights();
+    const D = imageSize * imageSize * channels;
+    const images = Float32Array.from({ length: 2 * D }, () => rand() * pick(rand, [1, 3]));
+    const x = tf.tensor2d(images, [2, D]);
+    const { logits, trace } = model.forward(x, { trace: true });
+    assert.ok(trace);
+    const nb = networkBounds({ config: c, weights }, trace);
+    assert.equal(nb.inputSpace, "image");
+    for (let e = 0; e < 2; e++) {
+      const img = Float64Array.from(images.subarray(e * D, (e + 1) * D));
+      const truth = sigmaMax(
+        fdJacobian((z) => vitForward64(c, weights, z).logits, img, 1e-6),
+        c.classes,
+        D,
+      );
+      const ex = nb.examples[e];
+      for (const name of HEAD_VARIANTS) {
+        assert.ok(Number.isFinite(ex.network[name]), name);
+        assert.ok(
+          ex.network[name] >= truth * (1 - TOL),
+          `case ${t}.${e}: ${name} ${ex.network[name]} < ${truth}`,
+        );
+      }
+      // Each block's bound at its traced input.
+      const n = N + 1;
+      for (let i = 0; i < c.blocks; i++) {
+        const input = Float64Array.from(
+          trace.blocks[i].input.dataSync().subarray(e * n * c.dModel, (e + 1) * n * c.dModel),
+        );
+        const bt = sigmaMax(
+          fdJacobian((z) => block64(z, n, c, weights, i).out, input, 1e-6),
+          n * c.dModel,
+          n * c.dModel,
+        );
+        for (const name of HEAD_VARIANTS)
+          assert.ok(
+            ex.blocks[i].block[name] >= bt * (1 - TOL),
+            `case ${t}.${e} block ${i}: ${name}`,
+          );
+        assert.equal(ex.blocks[i].heads.length, c.heads);
+      }
+    }
+    logits.dispose();
+    disposeTrace(trace);
+    x.dispose();
+    model.dispose();
+  }
+  assert.equal(tf.memory().numTensors, before);
+});
+
+test("text (padding, causal, cls/mean pooling): every network variant >= the true Jacobian norm w.r.t. the embedded sequence (100 configs)", () => {
+  const rand = mulberry32(72);
+  for (let t = 0; t < 100; t++) {
+    const cfg = {
+      kind: "text" as const,
+      vocabSize: 10,
+      maxLength: 8,
+      pooling: pick(rand, ["cls", "mean"] as const),
+      causal: rand() < 0.3,
+      ...randomEncoder(rand),
+    };
+    const model = createModel(cfg);
+    const c = model.config as TextConfig;
+    withRandomWeights(model, rand, pick(rand, [0.3, 1, 3]), {
+      tok: [10, c.dModel],
+      pos: [8, c.dModel],
+    });
+    const weights = model.getWeights();
+    const n = 2 + Math.floor(rand() * 5);
+    const b = 2;
+    const ids = tf.tensor2d(
+      Int32Array.from({ length: b * n }, () => Math.floor(rand() * 10)),
+      [b, n],
+      "int32",
+    );
+    const maskValues = new Float32Array(b * n).fill(1);
+    const masked = rand() < 0.6;
+    if (masked)
+      for (let e = 0; e < b; e++)
+        maskValues.fill(0, e * n + 1 + Math.floor(rand() * n), (e + 1) * n);
+    const mask = masked ? tf.tensor2d(maskValues, [b, n]) : null;
+    const { logits, trace } = model.forward(ids, { trace: true, mask });
+    assert.ok(trace);
+    const nb = networkBounds(model, trace);
+    assert.equal(nb.inputSpace, "embedding");
+    const seqAll = trace.embedding.dataSync();
+    const d = c.dModel;
+    for (let e = 0; e < b; e++) {
+      const seq = Float64Array.from(seqAll.subarray(e * n * d, (e + 1) * n * d));
+      const m = masked ? maskValues.subarray(e * n, (e + 1) * n) : undefined;
+      const truth = sigmaMax(
+        fdJacobian((z) => encoderHead64(z, n, c, weights, m).logits, seq, 1e-6),
+        c.classes,
+        n * d,
+      );
+      const ex = nb.examples[e];
+      assert.equal(ex.embedding, 1);
+      for (const name of HEAD_VARIANTS)
+        assert.ok(
+          ex.network[name] >= truth * (1 - TOL),
+          `case ${t}.${e}: ${name} ${ex.network[name]} < ${truth}`,
+        );
+      const realRows = m ? m.reduce((s, v) => s + (v ? 1 : 0), 0) : n;
+      for (const bl of ex.blocks)
+        for (const h of bl.heads) {
+          assert.equal(h.stats.rows, realRows);
+          assert.ok(h.stats.maxSigma <= 0.5 && h.stats.meanSigma <= h.stats.maxSigma + 1e-15);
+          assert.ok(h.stats.meanTop > 0 && h.stats.meanTop <= 1 + 1e-6 && h.stats.meanEntropy >= 0);
+        }
+    }
+    logits.dispose();
+    disposeTrace(trace);
+    ids.dispose();
+    mask?.dispose();
+    model.dispose();
+  }
+});
+
+test("a fully padded example gives finite bounds and empty statistics; the relaxed MLP option composes", () => {
+  const cfg = {
+    kind: "text" as const,
+    vocabSize: 10,
+    maxLength: 8,
+    dModel: 4,
+    heads: 2,
+    blocks: 1,
+    mlpHidden: 6,
+    classes: 2,
+    pooling: "mean" as const,
+  };
+  const model = createModel(cfg);
+  const ids = tf.tensor2d([1, 2, 3, 4, 5, 6], [2, 3], "int32");
+  const mask = tf.tensor2d([1, 1, 0, 0, 0, 0], [2, 3]);
+  const { logits, trace } = model.forward(ids, { trace: true, mask });
+  assert.ok(trace);
+  const nb = networkBounds(model, trace);
+  const empty = nb.examples[1];
+  for (const name of HEAD_VARIANTS) {
+    assert.ok(Number.isFinite(empty.network[name]), name);
+    assert.ok(Number.isFinite(empty.blocks[0].block[name]), name);
+  }
+  assert.equal(empty.finalNorm, 0); // mean over no real token: constant output
+  assert.deepEqual(empty.blocks[0].heads[0].stats, {
+    rows: 0,
+    meanSigma: 0,
+    maxSigma: 0,
+    meanTop: 0,
+    meanEntropy: 0,
+  });
+  const relaxed = networkBounds(model, trace, { mlp: "relaxed" });
+  assert.equal(relaxed.mlpInBlock, "relaxed");
+  for (const name of HEAD_VARIANTS)
+    assert.ok(
+      relaxed.examples[0].network[name] >= nb.examples[0].network[name] * (1 - 1e-12),
+      name,
+    );
+  assert.throws(() => networkBounds(model, trace, { mlp: "bogus" as "local" }), /options.mlp/);
+  logits.dispose();
+  disposeTrace(trace);
+  ids.dispose();
+  mask.dispose();
+  model.dispose();
+});
