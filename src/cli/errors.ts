@@ -20,5 +20,9 @@ export function isInputProblem(error: unknown): error is Error {
 /** The one line the CLI prints for an error: no stack, no newlines. */
 export function oneLine(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
-  return text.replace(/\s*\n\s*/g, " ").trim();
+  // One line, printable: file contents quoted in messages may hold control characters.
+  return text
+    .replace(/\s*\n\s*/g, " ")
+    .replace(/[\u0000-\u001f\u007f\ufeff\ufffd]/g, "?")
+    .trim();
 }

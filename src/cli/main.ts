@@ -28,6 +28,10 @@ function writeOneLine(text: string, write: (s: string) => void): void {
 /** Runs the CLI on argv and returns the exit code. */
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
+  if (argv.length <= 2) {
+    program.outputHelp();
+    return 0;
+  }
   try {
     await program.parseAsync(argv);
     return 0;
@@ -46,5 +50,13 @@ export async function runCli(argv: string[]): Promise<number> {
     return 1;
   }
 }
+
+// A closed pipe (`attnlip ... | head`) is a normal end, not an error; other write failures
+// (a full disk) get one line and exit code 1, never a stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+  process.stderr.write(`attnlip: cannot write output: ${oneLine(error)}\n`);
+  process.exit(1);
+});
 
 process.exitCode = await runCli(process.argv);

@@ -31,7 +31,10 @@ export function sigmaCommand(): Command {
     )
     .argument("[row]", "probabilities, comma-separated, e.g. 0.5,0.3,0.2")
     .option("--logits <row>", "logits, comma-separated; a numerically stable softmax is applied first")
-    .option("--file <path>", "many rows: .csv (one row per line) or .json (an array of arrays)")
+    .option(
+      "--file <path>",
+      "many rows: .csv (one row per line, no header; # starts a comment) or .json (an array of arrays)",
+    )
     .option("--normalize", "divide rows by their sum instead of rejecting sums off from 1 by more than 1e-6")
     .option("--json", "machine-readable output")
     // Negative entries look like options to commander; they are taken as the row and
@@ -102,14 +105,15 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
     text = await readFile(path, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new UsageError(`--file: cannot read ${path} (${code === "ENOENT" ? "no such file" : code})`);
+    const why = code === "ENOENT" ? "no such file" : (code ?? (error as Error).message);
+    throw new UsageError(`--file: cannot read ${path} (${why})`);
   }
   const ext = extname(path).toLowerCase();
   let raw: unknown[][];
   if (ext === ".json") {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(text.replace(/^\ufeff/, ""));
     } catch (error) {
       throw new UsageError(`--file: ${path} is not valid JSON (${(error as Error).message})`);
     }

@@ -17,6 +17,7 @@ export function sigmaTop2(p: ArrayLike<number>): number {
 /** sigmaTop2 from precomputed row statistics (see {@link rowStats}). */
 export function sigmaTop2FromStats(st: RowStats): number {
   if (st.topIndex < 0) return 0;
+  if (st.b >= st.a) return st.a; // tie at the top: a (r + a) = a exactly; skip the rounding of r
   return st.a * (st.r + st.b);
 }
 
@@ -37,8 +38,13 @@ export function sigmaQuad(p: ArrayLike<number>): number {
 /** sigmaQuad from precomputed row statistics (see {@link rowStats}). */
 export function sigmaQuadFromStats(st: RowStats): number {
   if (st.topIndex < 0 || st.b <= 0) return 0;
-  const { a, b, r, s } = st;
-  const bigB = a * r + b - s;
-  const bigC = a * (b * r - s);
-  return (bigB + Math.sqrt(Math.max(bigB * bigB - 4 * bigC, 0))) / 2;
+  if (st.b >= st.a) return st.a; // tie at the top: exact, and immune to rounding below
+  // Solved in the variable mu = lambda / b, so that rows with entries near 1e-160 and below
+  // do not underflow: B = b (a r' + 1 - b S'), C = b^2 a (r' - S') with r' = r / b, S' = S / b^2.
+  const { a, b } = st;
+  const rs = st.r / b;
+  const bigB = a * rs + 1 - b * st.sScaled;
+  const bigC = a * (rs - st.sScaled);
+  const mu = (bigB + Math.sqrt(Math.max(bigB * bigB - 4 * bigC, 0))) / 2;
+  return Math.min(b * mu, sigmaTop2FromStats(st));
 }

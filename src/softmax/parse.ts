@@ -31,16 +31,22 @@ export function parseProbabilityRow(
   if (values.length === 0) throw new InputError(`${name}: empty row, expected at least one probability`);
   const p = Float64Array.from(values as ArrayLike<number>);
   let sum = 0;
+  let max = 0;
   for (let i = 0; i < p.length; i++) {
     const v = p[i];
-    if (Number.isNaN(v)) throw new InputError(`${name}: entry ${i} is NaN, expected a probability in [0, 1]`);
-    if (!Number.isFinite(v)) throw new InputError(`${name}: entry ${i} is ${v}, expected a finite probability`);
-    if (v < 0) throw new InputError(`${name}: entry ${i} is negative (${v}), expected a probability >= 0`);
+    // Positions are 1-based in messages, as a user counts them.
+    if (Number.isNaN(v)) throw new InputError(`${name}: entry ${i + 1} is NaN, expected a probability in [0, 1]`);
+    if (!Number.isFinite(v)) throw new InputError(`${name}: entry ${i + 1} is ${v}, expected a finite probability`);
+    if (v < 0) throw new InputError(`${name}: entry ${i + 1} is negative (${v}), expected a probability >= 0`);
     sum += v;
+    if (v > max) max = v;
   }
   if (normalize) {
-    if (!(sum > 0)) throw new InputError(`${name}: all entries are 0, cannot normalize`);
-    for (let i = 0; i < p.length; i++) p[i] /= sum;
+    if (!(max > 0)) throw new InputError(`${name}: all entries are 0, cannot normalize`);
+    // Divide by the maximum first so that the sum cannot overflow (entries near 1e308).
+    let scaled = 0;
+    for (let i = 0; i < p.length; i++) scaled += p[i] / max;
+    for (let i = 0; i < p.length; i++) p[i] = p[i] / max / scaled;
     return p;
   }
   if (Math.abs(sum - 1) > tolerance)
@@ -63,7 +69,7 @@ export function softmaxRow(logits: ArrayLike<number>, name = "logits"): Float64A
   for (let i = 0; i < logits.length; i++) {
     const z = logits[i];
     if (!Number.isFinite(z))
-      throw new InputError(`${name}: entry ${i} is ${z}, expected a finite logit`);
+      throw new InputError(`${name}: entry ${i + 1} is ${z}, expected a finite logit`);
     if (z > max) max = z;
   }
   const p = new Float64Array(logits.length);
@@ -77,19 +83,19 @@ export function softmaxRow(logits: ArrayLike<number>, name = "logits"): Float64A
 }
 
 /**
- * Parses "0.5,0.3,0.2" (commas and/or whitespace) into numbers, strictly: every field
- * must be a complete decimal number ("1e-3" and "-inf"/"nan" words are accepted so that
- * the row validator can name the problem).
+ * Parses "0.5,0.3,0.2" into numbers, strictly: fields are separated by commas (spaces around
+ * them are ignored), every field must be a complete decimal number, and an empty field is an
+ * error ("nan" and "inf" words are accepted so that the row validator can name the problem).
  *
- * @throws InputError naming the argument and the malformed field.
+ * @throws InputError naming the argument and the malformed field (1-based).
  */
 export function parseNumberList(text: string, name: string): number[] {
-  const fields = text
-    .trim()
-    .split(/[\s,]+/)
-    .filter((f) => f.length > 0);
-  if (fields.length === 0) throw new InputError(`${name}: empty row, expected comma-separated numbers`);
-  return fields.map((field, i) => parseNumber(field, `${name}: field ${i}`));
+  if (text.trim().length === 0) throw new InputError(`${name}: empty row, expected comma-separated numbers`);
+  return text.split(",").map((raw, i) => {
+    const field = raw.trim();
+    if (field.length === 0) throw new InputError(`${name}: field ${i + 1} is empty`);
+    return parseNumber(field, `${name}: field ${i + 1}`);
+  });
 }
 
 /**

@@ -15,8 +15,14 @@ export interface RowStats {
   b: number;
   /** r = sum of all entries but p_(1); the stable form of 1 - p_(1) (MATH.md section 1). */
   r: number;
-  /** S = sum of squares of all entries but p_(1). */
+  /** S = sum of squares of all entries but p_(1) (may underflow for tiny entries; see sScaled). */
   s: number;
+  /**
+   * S / p_(2)^2 = sum of (p_i / p_(2))^2 over the entries but p_(1), accumulated with a running
+   * rescale (as LAPACK's dnrm2 does) so that entries near 1e-160 and below do not underflow.
+   * 0 when p_(2) = 0.
+   */
+  sScaled: number;
 }
 
 /**
@@ -41,15 +47,21 @@ export function rowStats(
   }
   let b = 0;
   let r = 0;
-  let s = 0;
+  let sScaled = 0;
   for (let i = 0; i < n; i++) {
     if (i === topIndex) continue;
     const v = mask !== undefined && !mask[maskOffset + i] ? 0 : data[offset + i];
     if (v > 0) {
       r += v;
-      s += v * v;
-      if (v > b) b = v;
+      if (v > b) {
+        const ratio = b / v;
+        sScaled = sScaled * ratio * ratio + 1;
+        b = v;
+      } else {
+        const ratio = v / b;
+        sScaled += ratio * ratio;
+      }
     }
   }
-  return { n, topIndex, a, b, r, s };
+  return { n, topIndex, a, b, r, s: sScaled * b * b, sScaled };
 }

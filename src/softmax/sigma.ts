@@ -43,19 +43,20 @@ const MAX_ITERATIONS = 100;
 /** A model step this small (relative) leaves an error of order its square: below eps. */
 const CONVERGED_STEP = 1e-9;
 
-/** psi(x) and psi'(x) of the current row, written by {@link otherTerms} (no allocation per call). */
+/** psi~(mu) and its derivative for the current row, written by {@link otherTerms} (no allocation). */
 const scratch = { psi: 0, slope: 0 };
 
 /**
- * The secular function's terms of all entries but p_(1) at lambda:
- * psi = sum p_i^2 / (p_i - lambda) and its derivative sum p_i^2 / (p_i - lambda)^2.
+ * The scaled secular terms of all entries but p_(1) at mu = lambda / p_(2): with
+ * q_i = p_i / p_(2), psi~ = sum q_i^2 / (q_i - mu) and its derivative sum q_i^2 / (q_i - mu)^2.
  */
 function otherTerms(
   data: ArrayLike<number>,
   offset: number,
   n: number,
   topIndex: number,
-  lambda: number,
+  b: number,
+  mu: number,
   mask: ArrayLike<number | boolean> | undefined,
   maskOffset: number,
 ): void {
@@ -65,8 +66,9 @@ function otherTerms(
     if (i === topIndex) continue;
     const v = data[offset + i];
     if (v > 0 && (mask === undefined || mask[maskOffset + i])) {
-      const t = v / (v - lambda);
-      psi += v * t;
+      const q = v / b;
+      const t = q / (q - mu);
+      psi += q * t;
       slope += t * t;
     }
   }
@@ -77,12 +79,19 @@ function otherTerms(
 /**
  * Secular-equation root for a row whose statistics are known; see {@link sigma}.
  *
+ * Solved for mu = lambda / p_(2) in (1, p_(1) / p_(2)), so that rows whose other entries are
+ * tiny (1e-160 and below, where squares underflow) keep full relative precision. Divided by
+ * p_(2), the equation reads f(mu) = psi~(mu) + (mu - a r') / (a - b mu) = 0 with b = p_(2),
+ * r' = r / b and psi~ the scaled terms of the other entries.
+ *
  * Why not plain Newton: the poles at p_(2) and below make f concave there, so Newton
  * steps leave the bracket and bisection takes over (measured: 20 to 55 iterations at
  * n = 197). Each step here solves instead a rational model with the pole of p_(1) kept
- * exactly and the other terms replaced by c0 - c1 / (lambda - p_(2)), matched in value and
- * slope at the iterate (the "middle way" of LAPACK's dlaed4 for the outermost gap): two to
- * four iterations to machine precision. A bracket update and bisection keep it safe.
+ * exactly and psi~ replaced by A - C / (mu - 1), matched in value and slope at the iterate
+ * (the "middle way" of LAPACK's dlaed4 for the outermost gap): two to four iterations to
+ * machine precision. A bracket update and bisection keep it safe. The result is capped by
+ * the closed forms, which are proven upper bounds, so rounding never breaks
+ * sigma <= sigmaQuad <= sigmaTop2.
  */
 export function solveSecular(
   st: RowStats,
@@ -95,37 +104,45 @@ export function solveSecular(
   if (topIndex < 0 || b <= 0) return 0; // empty, all-zero or one-hot
   if (b >= a) return a; // tie at the top: p_(1) is an eigenvalue and the largest
 
-  const gap = a - b;
-  const ar = a * r;
-  let lo = b;
-  let hi = a;
-  let x = Math.min(sigmaQuadFromStats(st), a);
-  if (!(x > lo && x < hi)) x = lo + gap / 2;
+  const quad = sigmaQuadFromStats(st);
+  const rs = r / b;
+  const alpha = a / b; // the top pole in mu; may be huge
+  const gap = (a - b) / b;
+  let lo = 1;
+  // sigmaTop2 = a (r + b) is a proven upper bound and finite even when alpha overflows.
+  let hi = Math.min(alpha, a * (rs + 1) * (1 + 1e-12));
+  let x = quad / b;
+  if (!(x > lo && x < hi)) x = lo + (hi - lo) / 2;
+  let root = x;
   for (let it = 0; it < MAX_ITERATIONS; it++) {
-    otherTerms(data, offset, n, topIndex, x, mask, maskOffset);
-    // f = g - 1 with the p_(1) term written as (lambda - a r) / (a - lambda): no cancellation.
-    const fx = scratch.psi + (x - ar) / (a - x);
-    if (fx === 0) return x;
+    otherTerms(data, offset, n, topIndex, b, x, mask, maskOffset);
+    const fx = scratch.psi + (x - a * rs) / (a - b * x);
+    if (fx === 0) {
+      root = x;
+      break;
+    }
     if (fx > 0) hi = x;
     else lo = x;
-    // Model psi(lambda) ~ A - C / (lambda - b) and solve A - C / d + (b + d - a r) / (gap - d) = 0
-    // for d = lambda - b: (1 - A) d^2 + (A gap + C + b - a r) d - C gap = 0, root in (0, gap).
-    const dx = x - b;
+    // Model psi~ ~ A - C / d with d = mu - 1; solve A - C / d + (1 + d - a r') / (a - b - b d) = 0:
+    // (1 - b A) d^2 + (A (a - b) + b C + 1 - a r') d - C (a - b) = 0, root in (0, gap).
+    const dx = x - 1;
     const bigC = scratch.slope * dx * dx;
     const bigA = scratch.psi + scratch.slope * dx;
-    const c2 = 1 - bigA;
-    const c1 = bigA * gap + bigC + (b - ar);
-    const c0 = -bigC * gap;
-    let d: number;
-    if (c1 > 0) d = (-2 * c0) / (c1 + Math.sqrt(Math.max(c1 * c1 - 4 * c2 * c0, 0)));
-    else d = (-c1 + Math.sqrt(Math.max(c1 * c1 - 4 * c2 * c0, 0))) / (2 * c2);
-    let next = b + d;
-    if (!(next > lo && next < hi)) next = lo + (hi - lo) / 2;
-    else if (Math.abs(next - x) <= CONVERGED_STEP * next) return next; // quadratic: error ~ step^2
-    if (Math.abs(next - x) <= 4 * EPS * next || hi - lo <= 4 * EPS * hi) return next;
+    const g = a - b;
+    const c2 = 1 - b * bigA;
+    const c1 = bigA * g + b * bigC + (1 - a * rs);
+    const c0 = -bigC * g;
+    const disc = Math.sqrt(Math.max(c1 * c1 - 4 * c2 * c0, 0));
+    const d = c1 > 0 ? (-2 * c0) / (c1 + disc) : (-c1 + disc) / (2 * c2);
+    let next = 1 + d;
+    const modelOk = next > lo && next < hi && d < gap;
+    if (!modelOk) next = lo + (hi - lo) / 2;
+    root = next;
+    if (modelOk && Math.abs(next - x) <= CONVERGED_STEP * next) break; // quadratic: error ~ step^2
+    if (Math.abs(next - x) <= 4 * EPS * next || hi - lo <= 4 * EPS * hi) break;
     x = next;
   }
-  return x;
+  return Math.min(b * root, quad);
 }
 
 /**

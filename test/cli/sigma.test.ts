@@ -54,14 +54,16 @@ test("sigma --file summarises many rows from CSV and JSON", () => {
 });
 
 const badCases: [string, string[], RegExp][] = [
-  ["negative entry", ["sigma", "-0.1,0.6,0.5"], /entry 0 is negative/],
-  ["NaN entry", ["sigma", "0.5,nan,0.5"], /entry 1 is NaN/],
-  ["infinite entry", ["sigma", "0.5,inf"], /entry 1 is Infinity/],
-  ["empty row", ["sigma", ","], /empty row/],
+  ["negative entry", ["sigma", "-0.1,0.6,0.5"], /entry 1 is negative/],
+  ["NaN entry", ["sigma", "0.5,nan,0.5"], /entry 2 is NaN/],
+  ["infinite entry", ["sigma", "0.5,inf"], /entry 2 is Infinity/],
+  ["empty row", ["sigma", " "], /empty row/],
+  ["empty field", ["sigma", "0.5,,0.5"], /field 2 is empty/],
+  ["trailing comma", ["sigma", "0.5,0.5,"], /field 3 is empty/],
   ["sum off from 1", ["sigma", "0.5,0.4"], /sum to 0\.9, expected 1 within/],
-  ["not a number", ["sigma", "0.5,abc"], /field 1 "abc" is not a number/],
-  ["infinite logit", ["sigma", "--logits", "1,-inf"], /--logits: entry 1 is -Infinity, expected a finite logit/],
-  ["NaN logit", ["sigma", "--logits", "nan,1"], /--logits: entry 0 is NaN/],
+  ["not a number", ["sigma", "0.5,abc"], /field 2 "abc" is not a number/],
+  ["infinite logit", ["sigma", "--logits", "1,-inf"], /--logits: entry 2 is -Infinity, expected a finite logit/],
+  ["NaN logit", ["sigma", "--logits", "nan,1"], /--logits: entry 1 is NaN/],
   ["no input", ["sigma"], /give exactly one of/],
   ["two inputs", ["sigma", "0.5,0.5", "--logits", "1,2"], /give exactly one of/],
   ["missing file", ["sigma", "--file", "/nonexistent/rows.csv"], /cannot read \/nonexistent\/rows\.csv \(no such file\)/],
@@ -108,4 +110,16 @@ test("help and version exit 0", () => {
   assert.equal(runAttnlip(["--help"]).code, 0);
   assert.equal(runAttnlip(["sigma", "--help"]).code, 0);
   assert.match(runAttnlip(["--version"]).stdout, /\d+\.\d+\.\d+/);
+});
+
+test("--normalize survives sums that overflow", () => {
+  const r = runAttnlip(["sigma", "1e308,1e308", "--normalize", "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).sigma, 0.5);
+});
+
+test("a closed output pipe is not an error; no arguments prints help", () => {
+  const none = runAttnlip([]);
+  assert.equal(none.code, 0);
+  assert.match(none.stdout, /Usage: attnlip/);
 });

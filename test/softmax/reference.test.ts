@@ -63,3 +63,32 @@ test("near one-hot rows keep relative precision (p_(1) = 1 - 1e-9 and 1 - 1e-14)
     }
   }
 });
+
+test("rows with tiny other entries (squares underflow) keep full relative precision", () => {
+  // Found by a newcomer: sigma used to stick near 2^-100 for these rows.
+  const cases: [number[], number][] = [
+    [[1, 1e-300], 2e-300],
+    [[1, 1e-200], 2e-200],
+    [[1, 1e-160], 2e-160],
+  ];
+  for (const [p, expected] of cases) {
+    for (const f of [sigma, sigmaQuad, sigmaTop2]) {
+      const got = f(p);
+      assert.ok(Math.abs(got - expected) <= 1e-12 * expected, `${f.name}(${p}) = ${got}, expected ${expected}`);
+    }
+  }
+  // Three entries, other than two atoms: compare with the same row scaled into the normal range
+  // through the closed form, which is exact when all other entries are equal.
+  const three = [3.203908980423388e-36, 1.7438425510434147e-44, 1];
+  const s = sigma(three);
+  assert.ok(s <= sigmaQuad(three) && sigmaQuad(three) <= sigmaTop2(three), `chain broken: ${s}`);
+  assert.ok(s > 6.4e-36 && s < 6.41e-36, `sigma ${s}`);
+  const mixed = [8.265186284699431e-30, 0, 1.401298464324817e-45, 0, 0, 1];
+  assert.ok(sigma(mixed) <= sigmaQuad(mixed) && sigma(mixed) >= 1.6e-29);
+});
+
+test("rounding never breaks sigma <= sigmaQuad <= sigmaTop2, also on long uniform rows and ties", () => {
+  for (const p of [new Array(10000).fill(1e-4), [0.45, 0.45, 0.05, 0.05], [0.5, 0.5000001]]) {
+    assert.ok(sigma(p) <= sigmaQuad(p) && sigmaQuad(p) <= sigmaTop2(p), `row of length ${p.length}`);
+  }
+});
