@@ -1,5 +1,6 @@
 import { writeJsonAtomically } from "../src/io/atomicWrite.ts";
 import { benchSoftmax } from "./softmax.bench.ts";
+import { benchLipschitz } from "./lipschitz.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -7,6 +8,7 @@ import { benchSoftmax } from "./softmax.bench.ts";
  */
 const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   softmax: benchSoftmax,
+  lipschitz: benchLipschitz,
 };
 
 const wanted = process.argv.slice(2);

@@ -23,6 +23,7 @@ export function oneLine(error: unknown): string {
   // One line, printable: file contents quoted in messages may hold control characters.
   return text
     .replace(/\s*\n\s*/g, " ")
+    // eslint-disable-next-line no-control-regex -- replacing control characters is the point
     .replace(/[\u0000-\u001f\u007f\ufeff\ufffd]/g, "?")
     .trim();
 }

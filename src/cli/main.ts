@@ -1,5 +1,7 @@
 import { Command, CommanderError } from "commander";
 import { sigmaCommand } from "./sigmaCommand.ts";
+import { analyzeCommand } from "./analyzeCommand.ts";
+import { trainCommand } from "./trainCommand.ts";
 import { isInputProblem, oneLine } from "./errors.ts";
 
 /**
@@ -15,6 +17,8 @@ export function buildProgram(): Command {
     .showHelpAfterError(false)
     .exitOverride();
   program.addCommand(sigmaCommand());
+  program.addCommand(trainCommand());
+  program.addCommand(analyzeCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

@@ -1,0 +1,290 @@
+import { tf } from "../backend.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
+import { disposeTrace } from "../nn/trace.ts";
+import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
+import { HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import { blockLipschitz, headLipschitz } from "../lipschitz/truth/powerIteration.ts";
+import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
+import { summarize, type Summary } from "../stats.ts";
+import { rowStats } from "../softmax/rowStats.ts";
+import { solveSecular } from "../softmax/sigma.ts";
+
+/** Per-input arrays of every bound variant, the true value and the ratios bound / true. */
+export interface BoundsAgainstTruth {
+  /** bounds[variant][input]: the bound on the local Lipschitz constant at that input. */
+  bounds: Record<HeadVariant, number[]>;
+  /**
+   * true[input]: the true local Lipschitz constant (exact input Jacobian for the network;
+   * a power-iteration estimate, which converges from below, for blocks and heads). NaN when
+   * not computed.
+   */
+  true: number[];
+  /** ratios[variant][input] = bound / true (NaN when the true value was not computed). */
+  ratios: Record<HeadVariant, number[]>;
+}
+
+/** Attention statistics of one head, per input (over real query rows). */
+export interface HeadAttentionStats {
+  meanSigma: number[];
+  maxSigma: number[];
+  meanTop: number[];
+  meanEntropy: number[];
+}
+
+/** One attention head of one block. */
+export interface HeadAnalysis extends BoundsAgainstTruth {
+  head: number;
+  stats: HeadAttentionStats;
+}
+
+/** One transformer block: its bounds against power iteration, and its heads. */
+export interface BlockAnalysis extends BoundsAgainstTruth {
+  name: string;
+  /** Power-iteration iterations, last relative change and convergence per input. */
+  iterations: number[];
+  relativeChange: number[];
+  converged: boolean[];
+  heads: HeadAnalysis[];
+  /** LayerNorm and MLP factors per input. */
+  ln1: number[];
+  ln2: number[];
+  mlpLocal: number[];
+  mlpRelaxed: number[];
+}
+
+/** Medians and quartiles of bounds, true values and ratios. */
+export interface BoundsSummary {
+  bounds: Record<HeadVariant, Summary>;
+  true: Summary | null;
+  ratios: Record<HeadVariant, Summary> | null;
+}
+
+/**
+ * A sample of attention rows (every head, layer and input, subsampled evenly to at most
+ * `maxAttentionRows`): p_(1), p_(2) and exact sigma of each row, for plots of sigma against
+ * p_(1) and of their distributions. Padded query rows are left out.
+ */
+export interface AttentionRowSample {
+  top1: number[];
+  top2: number[];
+  sigma: number[];
+  /** Rows seen in all, before subsampling. */
+  total: number;
+}
+
+/** Attention probabilities of the first input: maps[block][head] is an n x n row-major array. */
+export interface AttentionMaps {
+  n: number;
+  maps: number[][][];
+}
+
+/** The result of {@link analyze}. */
+export interface Analysis {
+  inputs: number;
+  variants: readonly HeadVariant[];
+  /** What the network's constant is with respect to: image pixels (ViT) or the embedded sequence (text). */
+  inputSpace: "image" | "embedding";
+  blocks: BlockAnalysis[];
+  network: BoundsAgainstTruth;
+  summary: { blocks: BoundsSummary[]; network: BoundsSummary };
+  /** Seconds spent: bounds, true values. */
+  seconds: { bounds: number; truth: number };
+  attentionRows: AttentionRowSample;
+  attentionMaps: AttentionMaps;
+}
+
+/** Options of {@link analyze}. */
+export interface AnalyzeOptions {
+  /** Which true values to compute (all by default): the network's, each block's, each head's. */
+  truth?: { network?: boolean; blocks?: boolean; heads?: boolean };
+  /** Power iteration for blocks and heads. */
+  maxIterations?: number;
+  tolerance?: number;
+  seed?: number;
+  /** MLP value composed into block bounds ("local", exact, by default). */
+  mlp?: NetworkBoundsOptions["mlp"];
+  /** Padding mask [batch, n] for text models (1 = real token). */
+  mask?: tf.Tensor | null;
+  /** Examples per traced forward pass (default 16). */
+  batchSize?: number;
+  /** Called after each input with (done, total). */
+  onProgress?: (done: number, total: number) => void;
+  /** Largest number of attention rows kept in `attentionRows` (default 5000). */
+  maxAttentionRows?: number;
+}
+
+const emptyRecord = (): Record<HeadVariant, number[]> =>
+  Object.fromEntries(HEAD_VARIANTS.map((v) => [v, [] as number[]])) as Record<HeadVariant, number[]>;
+
+function emptyBounds(): BoundsAgainstTruth {
+  return { bounds: emptyRecord(), true: [], ratios: emptyRecord() };
+}
+
+function pushValues(target: BoundsAgainstTruth, values: Record<HeadVariant, number>, truth: number): void {
+  for (const v of HEAD_VARIANTS) {
+    target.bounds[v].push(values[v]);
+    target.ratios[v].push(truth > 0 ? values[v] / truth : NaN);
+  }
+  target.true.push(truth);
+}
+
+function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
+  const finite = (xs: number[]) => xs.filter(Number.isFinite);
+  const hasTruth = finite(b.true).length > 0;
+  return {
+    bounds: Object.fromEntries(HEAD_VARIANTS.map((v) => [v, summarize(b.bounds[v], v)])) as Record<HeadVariant, Summary>,
+    true: hasTruth ? summarize(finite(b.true), "true") : null,
+    ratios: hasTruth
+      ? (Object.fromEntries(HEAD_VARIANTS.map((v) => [v, summarize(finite(b.ratios[v]), `${v} ratio`)])) as Record<HeadVariant, Summary>)
+      : null,
+  };
+}
+
+/**
+ * Local Lipschitz analysis of a transformer classifier at the given inputs: for every input,
+ * every block and every attention head, each bound variant of MATH.md sections 2-3 beside
+ * the true value and the ratio bound / true, the attention statistics that explain them
+ * (mean and max sigma, mean p_(1), mean entropy), and the whole network's bounds beside its
+ * exact local Lipschitz constant (the spectral norm of the C x D input Jacobian of the logits).
+ * Block and head true values are power-iteration estimates (from below), with iterations and
+ * convergence reported.
+ *
+ * @param model a ViT or text classifier (src/nn).
+ * @param inputs ViT: float32 images [N, 28, 28, 1] or [N, 784] in the model's input range;
+ *   text: int32 token ids [N, n] with options.mask.
+ * @throws RangeError on an empty batch; errors of the model on malformed inputs.
+ */
+export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options: AnalyzeOptions = {}): Analysis {
+  const count = inputs.shape[0];
+  if (!count) throw new RangeError("inputs: expected at least one input");
+  const truth = { network: true, blocks: true, heads: true, ...options.truth };
+  const iteration = { maxIterations: options.maxIterations ?? 100, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
+  const batchSize = options.batchSize ?? 16;
+  const blocks: BlockAnalysis[] = [];
+  const network = emptyBounds();
+  let inputSpace: "image" | "embedding" = "image";
+  let boundSeconds = 0;
+  let truthSeconds = 0;
+  const allRows: { top1: number; top2: number; sigma: number }[] = [];
+  const attentionMaps: AttentionMaps = { n: 0, maps: [] };
+
+  for (let start = 0; start < count; start += batchSize) {
+    const size = Math.min(batchSize, count - start);
+    const x = tf.slice(inputs, start, size);
+    const mask = options.mask ? tf.slice(options.mask, start, size) : null;
+    const { logits, trace } = model.forward(x, { trace: true, mask });
+    logits.dispose();
+    try {
+      collectAttention(trace!, start === 0, allRows, attentionMaps);
+      const t0 = performance.now();
+      const report = networkBounds(model, trace!, { mlp: options.mlp });
+      boundSeconds += (performance.now() - t0) / 1000;
+      inputSpace = report.inputSpace;
+      const t1 = performance.now();
+      const netTrue = truth.network ? networkLipschitz(model, x, { mask: mask ?? undefined }) : null;
+      for (let e = 0; e < size; e++) {
+        const ex = report.examples[e];
+        pushValues(network, ex.network, netTrue ? netTrue[e] : NaN);
+        ex.blocks.forEach((b, i) => {
+          if (!blocks[i])
+            blocks[i] = {
+              name: `block.${i}`,
+              ...emptyBounds(),
+              iterations: [],
+              relativeChange: [],
+              converged: [],
+              heads: b.heads.map((_, h) => ({ head: h, ...emptyBounds(), stats: { meanSigma: [], maxSigma: [], meanTop: [], meanEntropy: [] } })),
+              ln1: [],
+              ln2: [],
+              mlpLocal: [],
+              mlpRelaxed: [],
+            };
+          const target = blocks[i];
+          const blockInput = tf.slice(trace!.blocks[i].input, e, 1);
+          const attnInput = tf.slice(trace!.blocks[i].attnInput, e, 1);
+          const exMask = mask ? tf.slice(mask, e, 1) : null;
+          try {
+            const est = truth.blocks ? blockLipschitz(model, i, blockInput, exMask, iteration) : null;
+            pushValues(target, b.block, est ? est.value : NaN);
+            target.iterations.push(est ? est.iterations : 0);
+            target.relativeChange.push(est ? est.relativeChange : NaN);
+            target.converged.push(est ? est.converged : false);
+            target.ln1.push(b.ln1);
+            target.ln2.push(b.ln2);
+            target.mlpLocal.push(b.mlp.local);
+            target.mlpRelaxed.push(b.mlp.relaxed);
+            b.heads.forEach((hr, h) => {
+              const headEst = truth.heads ? headLipschitz(model, i, h, attnInput, exMask, iteration) : null;
+              const head = target.heads[h];
+              pushValues(head, hr.values, headEst ? headEst.value : NaN);
+              head.stats.meanSigma.push(hr.stats.meanSigma);
+              head.stats.maxSigma.push(hr.stats.maxSigma);
+              head.stats.meanTop.push(hr.stats.meanTop);
+              head.stats.meanEntropy.push(hr.stats.meanEntropy);
+            });
+          } finally {
+            tf.dispose([blockInput, attnInput]);
+            exMask?.dispose();
+          }
+        });
+        options.onProgress?.(start + e + 1, count);
+      }
+      truthSeconds += (performance.now() - t1) / 1000;
+    } finally {
+      disposeTrace(trace!);
+      x.dispose();
+      mask?.dispose();
+    }
+  }
+  const keep = options.maxAttentionRows ?? 5000;
+  const stride = Math.max(1, allRows.length / keep);
+  const sample: AttentionRowSample = { top1: [], top2: [], sigma: [], total: allRows.length };
+  for (let k = 0; Math.floor(k * stride) < allRows.length && sample.top1.length < keep; k++) {
+    const row = allRows[Math.floor(k * stride)];
+    sample.top1.push(row.top1);
+    sample.top2.push(row.top2);
+    sample.sigma.push(row.sigma);
+  }
+  return {
+    attentionRows: sample,
+    attentionMaps,
+    inputs: count,
+    variants: HEAD_VARIANTS,
+    inputSpace,
+    blocks,
+    network,
+    summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network) },
+    seconds: { bounds: boundSeconds, truth: truthSeconds },
+  };
+}
+
+/**
+ * Reads the attention probabilities of a trace back to JS: p_(1), p_(2) and exact sigma of
+ * every real query row into `rows`, and (for the first batch) the maps of input 0.
+ */
+function collectAttention(
+  trace: NonNullable<ReturnType<TransformerClassifier["forward"]>["trace"]>,
+  firstBatch: boolean,
+  rows: { top1: number; top2: number; sigma: number }[],
+  maps: AttentionMaps,
+): void {
+  const mask = trace.mask ? trace.mask.dataSync() : null;
+  for (const block of trace.blocks) {
+    const [b, heads, n] = block.attn.p.shape;
+    const p = block.attn.p.dataSync();
+    if (firstBatch) {
+      maps.n = n;
+      const layer: number[][] = [];
+      for (let h = 0; h < heads; h++) layer.push(Array.from(p.subarray(h * n * n, (h + 1) * n * n), (v) => Math.round(v * 1e5) / 1e5));
+      maps.maps.push(layer);
+    }
+    for (let e = 0; e < b; e++)
+      for (let h = 0; h < heads; h++)
+        for (let i = 0; i < n; i++) {
+          if (mask && !mask[e * n + i]) continue;
+          const offset = ((e * heads + h) * n + i) * n;
+          const st = rowStats(p, offset, n);
+          rows.push({ top1: st.a, top2: st.b, sigma: solveSecular(st, p, offset) });
+        }
+  }
+}

@@ -1,0 +1,82 @@
+import { Command, Option } from "commander";
+import { z } from "zod";
+import { UsageError } from "./errors.ts";
+
+interface AnalyzeFlags {
+  model: string;
+  randomInit?: boolean;
+  seed: string;
+  data: string;
+  n: string;
+  out?: string;
+  backend: string;
+  mlp: string;
+  headTruth: boolean;
+  blockTruth: boolean;
+  iterations: string;
+}
+
+const Flags = z.object({
+  seed: z.coerce.number().int().min(0, "expected an integer >= 0"),
+  n: z.coerce.number().int().min(1, "expected an integer >= 1").max(10000, "expected at most 10000"),
+  iterations: z.coerce.number().int().min(1, "expected an integer >= 1").max(10000),
+});
+
+function parseFlags(flags: AnalyzeFlags) {
+  const result = Flags.safeParse(flags);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const flag = String(issue.path[0]);
+    throw new UsageError(`--${flag}: ${issue.message} (got "${flags[flag as keyof AnalyzeFlags]}")`);
+  }
+  return result.data;
+}
+
+/**
+ * `attnlip analyze [CHECKPOINT]`: local Lipschitz bounds per layer, head and network at test
+ * inputs, beside the true values, written to DIR/analysis.json and DIR/analysis.csv.
+ */
+export function analyzeCommand(): Command {
+  return new Command("analyze")
+    .description(
+      "local Lipschitz bounds (every variant) per block, head and network at test inputs, beside the true values and the ratios",
+    )
+    .argument("[checkpoint]", "a checkpoint folder written by `attnlip train` (or use --model with --random-init)")
+    .option("--model <preset>", "model preset when no checkpoint is given", "vit-tiny")
+    .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
+    .option("--seed <int>", "seed of the initialisation and of the data split", "0")
+    .option("--data <spec>", "mnist (embedded) | idx:DIR | cifar10:DIR; the test split is used", "mnist")
+    .option("--n <int>", "number of test inputs", "16")
+    .option("--out <dir>", "write analysis.json and analysis.csv here")
+    .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
+    .addOption(
+      new Option("--mlp <mode>", "MLP factor inside block bounds: local (exact at the point) or relaxed")
+        .choices(["local", "relaxed"])
+        .default("local"),
+    )
+    .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
+    .option("--no-block-truth", "skip the per-block true values (power iteration per block)")
+    .option("--iterations <int>", "power-iteration limit for block and head true values", "100")
+    .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
+      const opts = parseFlags(flags);
+      if (checkpoint === undefined && !flags.randomInit)
+        throw new UsageError("analyze: give a checkpoint folder, or --random-init with --model");
+      if (checkpoint !== undefined && flags.randomInit)
+        throw new UsageError("analyze: give either a checkpoint folder or --random-init, not both");
+      // Heavy modules load only when the command runs, so `attnlip sigma` stays fast.
+      const { runAnalyze } = await import("../analysis/run.ts");
+      await runAnalyze({
+        checkpoint,
+        model: flags.model,
+        seed: opts.seed,
+        data: flags.data,
+        n: opts.n,
+        out: flags.out,
+        backend: flags.backend as "wasm" | "cpu",
+        mlp: flags.mlp as "local" | "relaxed",
+        headTruth: flags.headTruth,
+        blockTruth: flags.blockTruth,
+        iterations: opts.iterations,
+      });
+    });
+}

@@ -1,0 +1,220 @@
+import { Command } from "commander";
+import { z } from "zod";
+import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
+import { parseDataSpec } from "../data/dataset.ts";
+import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
+import type { ProgressMode } from "../train/progress.ts";
+import { train } from "../train/trainer.ts";
+import { UsageError } from "./errors.ts";
+
+/** Raw option strings as commander hands them over (no defaults: absent = not given). */
+interface RawTrainOptions {
+  data?: string;
+  model?: string;
+  epochs?: string;
+  batch?: string;
+  lr?: string;
+  minLr?: string;
+  weightDecay?: string;
+  warmup?: string;
+  clip?: string;
+  jasmin?: string;
+  jasminNorm?: string;
+  jasminReduce?: string;
+  jasminLayers?: string;
+  seed?: string;
+  out?: string;
+  limit?: string;
+  testLimit?: string;
+  backend?: string;
+  resume?: string;
+  progress?: string;
+}
+
+/** Flag spelled as the user typed it, by option key. */
+const FLAGS: Record<keyof RawTrainOptions, string> = {
+  data: "--data",
+  model: "--model",
+  epochs: "--epochs",
+  batch: "--batch",
+  lr: "--lr",
+  minLr: "--min-lr",
+  weightDecay: "--weight-decay",
+  warmup: "--warmup",
+  clip: "--clip",
+  jasmin: "--jasmin",
+  jasminNorm: "--jasmin-norm",
+  jasminReduce: "--jasmin-reduce",
+  jasminLayers: "--jasmin-layers",
+  seed: "--seed",
+  out: "--out",
+  limit: "--limit",
+  testLimit: "--test-limit",
+  backend: "--backend",
+  resume: "--resume",
+  progress: "--progress",
+};
+
+/** Options the checkpoint fixes: giving them with --resume is an error. */
+const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
+  "data",
+  "model",
+  "batch",
+  "lr",
+  "minLr",
+  "weightDecay",
+  "warmup",
+  "clip",
+  "jasmin",
+  "jasminNorm",
+  "jasminReduce",
+  "jasminLayers",
+  "seed",
+  "limit",
+  "testLimit",
+];
+
+const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/** A decimal number written in full (no "", "0x10", "1e", "Infinity"), then checked by `then`. */
+const num = (then: z.ZodNumber) =>
+  z
+    .string()
+    .trim()
+    .regex(NUMBER, "must be a number")
+    .transform(Number)
+    .pipe(then);
+
+const positiveInt = num(z.number().int("must be a whole number").min(1, "must be at least 1"));
+const nonNegativeInt = num(z.number().int("must be a whole number").min(0, "must be >= 0"));
+const nonNegative = num(z.number().finite("must be finite").min(0, "must be >= 0"));
+
+const TrainFlagsSchema = z.object({
+  data: z
+    .string()
+    .superRefine((s, ctx) => {
+      try {
+        parseDataSpec(s);
+      } catch {
+        ctx.addIssue({ code: "custom", message: "expected mnist, idx:DIR or cifar10:DIR" });
+      }
+    })
+    .optional(),
+  model: z.string().min(1, "must not be empty").optional(),
+  epochs: positiveInt.optional(),
+  batch: positiveInt.optional(),
+  lr: num(z.number().finite("must be finite").positive("must be > 0")).optional(),
+  minLr: nonNegative.optional(),
+  weightDecay: nonNegative.optional(),
+  warmup: nonNegativeInt.optional(),
+  clip: nonNegative.optional(),
+  jasmin: nonNegative.optional(),
+  jasminNorm: z.enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]], "expected top2, quad or exact").optional(),
+  jasminReduce: z
+    .enum(JASMIN_REDUCTIONS as [JasminReduce, ...JasminReduce[]], "expected max-log, max or mean")
+    .optional(),
+  jasminLayers: z
+    .string()
+    .trim()
+    .regex(/^\d+(\s*,\s*\d+)*$/, "expected block indices separated by commas, e.g. 0,1")
+    .transform((s) => s.split(",").map((t) => Number(t.trim())))
+    .optional(),
+  seed: num(z.number().int("must be a whole number").min(0, "must be >= 0").max(0xffffffff, "must be < 2^32")).optional(),
+  out: z.string().min(1, "must not be empty").optional(),
+  limit: positiveInt.optional(),
+  testLimit: positiveInt.optional(),
+  backend: z.enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`).optional(),
+  resume: z.string().min(1, "must not be empty").optional(),
+  progress: z.enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none").optional(),
+});
+
+/** Validated flags. */
+export type TrainFlags = z.output<typeof TrainFlagsSchema>;
+
+/**
+ * Validates the train command's flags.
+ *
+ * @throws UsageError with one line naming the flag and the problem, e.g.
+ *   `train: --epochs: must be a whole number (got "1.5")`.
+ */
+export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
+  const result = TrainFlagsSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const key = issue.path[0] as keyof RawTrainOptions;
+    const given = raw[key];
+    throw new UsageError(`train: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(given)})`);
+  }
+  const flags = result.data;
+  if (flags.resume !== undefined) {
+    const fixed = FIXED_BY_CHECKPOINT.find((k) => raw[k] !== undefined);
+    if (fixed !== undefined)
+      throw new UsageError(`train: ${FLAGS[fixed]} cannot be given with --resume (the checkpoint fixes it; only --epochs may change)`);
+    if (flags.out !== undefined && flags.out !== flags.resume)
+      throw new UsageError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
+  } else if (flags.out === undefined) throw new UsageError("train: --out DIR is required (where checkpoints and metrics go)");
+  return flags;
+}
+
+/** `attnlip train`: trains a ViT with cross-entropy + lambda * JaSMin; checkpoints in --out. */
+export function trainCommand(): Command {
+  return new Command("train")
+    .description(
+      "train a ViT on MNIST / IDX / CIFAR-10 with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
+    )
+    .option("--data <spec>", "mnist (embedded 10,000 digits), idx:DIR (MNIST-style IDX files) or cifar10:DIR (binary batches) [mnist]")
+    .option("--model <preset|json>", "model preset (its image size and channels come from the data) or a JSON config [vit-tiny]")
+    .option("--epochs <n>", "epochs; with --resume, the new total [3]")
+    .option("--batch <n>", "examples per step [64]")
+    .option("--lr <x>", "peak learning rate [0.001]")
+    .option("--min-lr <x>", "learning rate at the end of the cosine decay [0]")
+    .option("--weight-decay <x>", "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings) [0.05]")
+    .option("--warmup <steps>", "linear warm-up steps [10% of all steps]")
+    .option("--clip <norm>", "clip gradients to this global l2 norm; 0 = off [1]")
+    .option("--jasmin <lambda>", "JaSMin weight lambda; 0 = off [0]")
+    .option("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact [top2]")
+    .option("--jasmin-reduce <r>", "max-log, max or mean [max-log]")
+    .option("--jasmin-layers <list>", "block indices to regularise, e.g. 0,1 [all]")
+    .option("--seed <n>", "seed of initialisation, shuffling and the embedded-MNIST split [0]")
+    .option("--out <dir>", "folder for checkpoints and metrics.jsonl (must not hold a checkpoint)")
+    .option("--limit <n>", "use the first n training examples")
+    .option("--test-limit <n>", "use the first n test examples")
+    .option("--backend <name>", "wasm or cpu [wasm]")
+    .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
+    .option("--progress <mode>", "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]")
+    .action(async (raw: RawTrainOptions, command: Command) => {
+      if (command.args.length > 0) throw new UsageError(`train: unexpected argument '${command.args[0]}'`);
+      const flags = parseTrainFlags(raw);
+      await useBackend(flags.backend ?? "wasm");
+      const result = await train({
+        data: flags.data,
+        model: flags.model,
+        epochs: flags.epochs,
+        batchSize: flags.batch,
+        lr: flags.lr,
+        minLr: flags.minLr,
+        weightDecay: flags.weightDecay,
+        warmupSteps: flags.warmup,
+        clip: flags.clip,
+        jasmin: {
+          lambda: flags.jasmin,
+          norm: flags.jasminNorm,
+          reduce: flags.jasminReduce,
+          layers: flags.jasminLayers,
+        },
+        seed: flags.seed,
+        out: flags.out,
+        limit: flags.limit,
+        testLimit: flags.testLimit,
+        resume: flags.resume,
+        progress: (flags.progress ?? "auto") as ProgressMode,
+      });
+      const acc = result.finalTestAccuracy;
+      console.log(
+        `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
+          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} images/s (training steps), ` +
+          `checkpoint in ${result.out}`,
+      );
+      result.model.dispose();
+    });
+}

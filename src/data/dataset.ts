@@ -1,0 +1,228 @@
+import { InputError } from "../softmax/parse.ts";
+import { loadCifar10Dataset } from "./cifar10.ts";
+import { loadIdxDataset } from "./idx.ts";
+import { loadEmbeddedMnist } from "./mnist.ts";
+
+/**
+ * A common view of the image-classification data sets (embedded MNIST, IDX folders, CIFAR-10
+ * binary batches), seeded shuffling and batching for training.
+ */
+
+/** One split: images row-major [count, height, width, channels] (HWC) in [0, 1], labels 0..classes-1. */
+export interface ImageSplit {
+  /** float32 pixels, count * height * width * channels values, HWC per image, in [0, 1]. */
+  images: Float32Array;
+  /** Class labels, [count]. */
+  labels: Int32Array;
+  /** Number of examples. */
+  count: number;
+  /** [height, width, channels] of one image. */
+  shape: [number, number, number];
+}
+
+/** Training and test splits of one data set. */
+export interface ImageDataset {
+  /** The spec it was loaded from, normalised ("mnist", "idx:DIR", "cifar10:DIR"). */
+  spec: string;
+  /** Number of classes (10 for every supported set). */
+  classes: number;
+  train: ImageSplit;
+  test: ImageSplit;
+}
+
+/** A parsed data spec. */
+export type DataSpec = { kind: "mnist" } | { kind: "idx"; dir: string } | { kind: "cifar10"; dir: string };
+
+/** Options of {@link loadDataset}. */
+export interface LoadDatasetOptions {
+  /** Seed of the embedded-MNIST train/test split (ignored for file data sets; default 0). */
+  seed?: number;
+  /** Keep at most this many training examples (the first ones in file / split order). */
+  limit?: number;
+  /** Keep at most this many test examples (default: all; embedded MNIST: 2000). */
+  testLimit?: number;
+}
+
+/** Pixels per image of a split. */
+export function imageSize(split: Pick<ImageSplit, "shape">): number {
+  return split.shape[0] * split.shape[1] * split.shape[2];
+}
+
+/**
+ * Parses `mnist`, `idx:DIR` or `cifar10:DIR`.
+ *
+ * @throws InputError naming the spec and the accepted forms.
+ */
+export function parseDataSpec(spec: string): DataSpec {
+  if (spec === "mnist") return { kind: "mnist" };
+  const m = /^(idx|cifar10):(.+)$/.exec(spec);
+  if (m !== null) return { kind: m[1] as "idx" | "cifar10", dir: m[2] };
+  throw new InputError(
+    `data: expected "mnist", "idx:DIR" or "cifar10:DIR", got "${spec}"`,
+  );
+}
+
+/** The normalised string of a parsed spec. */
+export function formatDataSpec(spec: DataSpec): string {
+  return spec.kind === "mnist" ? "mnist" : `${spec.kind}:${spec.dir}`;
+}
+
+function checkLimit(name: string, value: number | undefined): void {
+  if (value !== undefined && (!Number.isSafeInteger(value) || value < 1))
+    throw new InputError(`${name}: must be a positive integer, got ${value}`);
+}
+
+/**
+ * The first `n` examples of a split (a copy when n < count, the split itself otherwise).
+ *
+ * @throws RangeError when n is not a non-negative integer.
+ */
+export function takeFirst(split: ImageSplit, n: number): ImageSplit {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`takeFirst: n must be an integer >= 0, got ${n}`);
+  if (n >= split.count) return split;
+  return {
+    images: split.images.slice(0, n * imageSize(split)),
+    labels: split.labels.slice(0, n),
+    count: n,
+    shape: split.shape,
+  };
+}
+
+/**
+ * Loads a data set as a common {@link ImageDataset} view.
+ *
+ * - `mnist`: the 10,000 embedded digits, split by seed (loadEmbeddedMnist): trainSize =
+ *   min(limit, 8000) (default 8000), testSize = min(testLimit, 2000) (default 2000); images
+ *   [28, 28, 1].
+ * - `idx:DIR`: MNIST-style IDX files in DIR (loadIdxDataset); images [h, w, 1].
+ * - `cifar10:DIR`: CIFAR-10 binary batches in DIR (loadCifar10Dataset); images [32, 32, 3] HWC.
+ *
+ * For files, `limit` / `testLimit` keep the first examples of each split.
+ *
+ * @throws InputError on a bad spec or limit, or (IdxError, Cifar10Error are InputErrors) on a
+ *   missing or malformed file; RangeError from loadEmbeddedMnist on an invalid seed.
+ */
+export async function loadDataset(spec: string, options: LoadDatasetOptions = {}): Promise<ImageDataset> {
+  const parsed = parseDataSpec(spec);
+  checkLimit("limit", options.limit);
+  checkLimit("test limit", options.testLimit);
+  let train: ImageSplit;
+  let test: ImageSplit;
+  if (parsed.kind === "mnist") {
+    const trainSize = Math.min(options.limit ?? 8000, 8000);
+    const testSize = Math.min(options.testLimit ?? 2000, 2000);
+    const sets = loadEmbeddedMnist({ seed: options.seed ?? 0, trainSize, testSize });
+    train = { ...sets.train, shape: [28, 28, 1] };
+    test = { ...sets.test, shape: [28, 28, 1] };
+  } else if (parsed.kind === "idx") {
+    const sets = await loadIdxDataset(parsed.dir);
+    train = { ...pick(sets.train), shape: [sets.train.height, sets.train.width, 1] };
+    test = { ...pick(sets.test), shape: [sets.test.height, sets.test.width, 1] };
+  } else {
+    const sets = await loadCifar10Dataset(parsed.dir);
+    train = { ...pick(sets.train), shape: [32, 32, 3] };
+    test = { ...pick(sets.test), shape: [32, 32, 3] };
+  }
+  if (options.limit !== undefined) train = takeFirst(train, options.limit);
+  if (options.testLimit !== undefined) test = takeFirst(test, options.testLimit);
+  return { spec: formatDataSpec(parsed), classes: 10, train, test };
+}
+
+function pick(s: { images: Float32Array; labels: Int32Array; count: number }) {
+  return { images: s.images, labels: s.labels, count: s.count };
+}
+
+/**
+ * A seeded generator with an inspectable 32-bit state (mulberry32, as src/nn/prng.ts), so a
+ * training run can save where its shuffling stream is and resume it exactly.
+ */
+export class SeededRng {
+  #state: number;
+
+  /** @param seed any number; its low 32 bits start the stream. */
+  constructor(seed: number) {
+    this.#state = seed >>> 0;
+  }
+
+  /** The state (an unsigned 32-bit integer); a new SeededRng(state) continues the stream. */
+  get state(): number {
+    return this.#state;
+  }
+
+  /** Uniform float in [0, 1). */
+  next(): number {
+    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
+    let t = this.#state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  /** Uniform integer in [0, n). */
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+}
+
+/**
+ * A uniformly random permutation of 0..count-1 (Fisher-Yates with `rng`; advances it by
+ * count - 1 draws).
+ *
+ * @returns Int32Array [count].
+ */
+export function shuffledOrder(count: number, rng: SeededRng): Int32Array {
+  const order = new Int32Array(count);
+  for (let i = 0; i < count; i++) order[i] = i;
+  for (let i = count - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    const t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  return order;
+}
+
+/** One batch on the JS side: images [size * pixels] (HWC per image), labels [size]. */
+export interface Batch {
+  images: Float32Array;
+  labels: Int32Array;
+  size: number;
+}
+
+/**
+ * Splits `order` into batches of `batchSize` examples of `split` (the last one smaller unless
+ * `dropLast`), copying the examples in that order.
+ *
+ * @param order indices into the split (e.g. from {@link shuffledOrder}); null = 0..count-1.
+ * @throws RangeError when batchSize is not a positive integer or an index is out of range.
+ */
+export function* batches(
+  split: ImageSplit,
+  order: Int32Array | null,
+  batchSize: number,
+  dropLast = false,
+): Generator<Batch> {
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`batches: batchSize must be a positive integer, got ${batchSize}`);
+  const pixels = imageSize(split);
+  const count = order === null ? split.count : order.length;
+  for (let start = 0; start < count; start += batchSize) {
+    const size = Math.min(batchSize, count - start);
+    if (dropLast && size < batchSize) return;
+    const images = new Float32Array(size * pixels);
+    const labels = new Int32Array(size);
+    for (let k = 0; k < size; k++) {
+      const idx = order === null ? start + k : order[start + k];
+      if (idx < 0 || idx >= split.count)
+        throw new RangeError(`batches: index ${idx} out of range [0, ${split.count})`);
+      images.set(split.images.subarray(idx * pixels, (idx + 1) * pixels), k * pixels);
+      labels[k] = split.labels[idx];
+    }
+    yield { images, labels, size };
+  }
+}
+
+/** Number of batches {@link batches} yields. */
+export function batchCount(count: number, batchSize: number, dropLast = false): number {
+  return dropLast ? Math.floor(count / batchSize) : Math.ceil(count / batchSize);
+}

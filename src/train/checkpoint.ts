@@ -1,0 +1,302 @@
+import { existsSync } from "node:fs";
+import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import { createModel, type Model } from "../nn/create.ts";
+import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
+import type { NamedArray } from "../nn/params.ts";
+import { InputError } from "../softmax/parse.ts";
+import { encodeSafetensors, readSafetensors, SafetensorsError, type TensorToWrite } from "../io/safetensors.ts";
+import { writeJsonAtomically } from "../io/atomicWrite.ts";
+import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
+import type { AdamW, AdamWState } from "./optimizer.ts";
+
+/**
+ * Training checkpoints: a folder holding
+ *
+ *   config.json            the model configuration (parseModelConfig's output)
+ *   model.safetensors      the parameters, F32, named as model.params (metadata: step)
+ *   optimizer.safetensors  AdamW moments "m.<param>" and "v.<param>", F32 (metadata: step)
+ *   train_state.json       {@link TrainState}: epoch, step, seed, data, settings, RNG state
+ *
+ * A checkpoint is replaced as a whole: every file is first written (and fsynced) under a
+ * temporary name, then a commit journal `checkpoint.commit.json` is written atomically, then
+ * the files are renamed over the old ones and the journal removed. An interruption before the
+ * journal exists leaves the previous checkpoint untouched (stray `*.tmp` files are ignored);
+ * one after it is completed ("rolled forward") by the next {@link loadCheckpoint} or save. The
+ * metadata step of both safetensors files must equal train_state.json's step, so a mixed set
+ * is refused rather than loaded.
+ */
+
+/** A broken, truncated or inconsistent checkpoint folder (an InputError: one clear line). */
+export class CheckpointError extends InputError {
+  override name = "CheckpointError";
+}
+
+export const CHECKPOINT_FILES = ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"] as const;
+const JOURNAL = "checkpoint.commit.json";
+const TMP = ".tmp";
+
+/** What train_state.json holds (validated on load). */
+export const TrainStateSchema = z.strictObject({
+  format: z.literal("attnlip-train-state"),
+  version: z.literal(1),
+  /** Epochs completed. */
+  epoch: z.number().int().min(0),
+  /** Optimizer steps completed. */
+  step: z.number().int().min(0),
+  /** Planned total epochs of the run (the schedule's length). */
+  epochs: z.number().int().min(1),
+  /** Seed of the model initialisation, the shuffling stream and the embedded-MNIST split. */
+  seed: z.number().int(),
+  batchSize: z.number().int().min(1),
+  data: z.strictObject({
+    spec: z.string(),
+    limit: z.number().int().min(1).nullable(),
+    testLimit: z.number().int().min(1).nullable(),
+    trainCount: z.number().int().min(1),
+    testCount: z.number().int().min(0),
+  }),
+  jasmin: z.strictObject({
+    lambda: z.number().min(0),
+    norm: z.enum(JASMIN_NORMS as [string, ...string[]]),
+    reduce: z.enum(JASMIN_REDUCTIONS as [string, ...string[]]),
+    layers: z.array(z.number().int().min(0)).nullable(),
+  }),
+  optimizer: z.strictObject({
+    name: z.literal("adamw"),
+    lr: z.number().min(0),
+    minLr: z.number().min(0),
+    warmupSteps: z.number().int().min(0),
+    totalSteps: z.number().int().min(1),
+    weightDecay: z.number().min(0),
+    clip: z.number().min(0),
+    beta1: z.number(),
+    beta2: z.number(),
+    epsilon: z.number(),
+  }),
+  /** State of the shuffling generator after the last completed epoch (uint32). */
+  rng: z.strictObject({ shuffle: z.number().int().min(0).max(0xffffffff) }),
+  /** Training wall time so far, seconds (excluding evaluation and checkpoints). */
+  trainSeconds: z.number().min(0),
+  /** Per completed epoch: test accuracy and cross-entropy, mean training loss and sigma. */
+  history: z.array(
+    z.strictObject({
+      epoch: z.number().int(),
+      step: z.number().int(),
+      testAccuracy: z.number().nullable(),
+      testCrossEntropy: z.number().nullable(),
+      trainLoss: z.number(),
+      trainAccuracy: z.number(),
+      meanSigma: z.number(),
+      seconds: z.number(),
+    }),
+  ),
+});
+
+/** The content of train_state.json. */
+export type TrainState = z.output<typeof TrainStateSchema>;
+
+/** A loaded checkpoint. The caller owns (and disposes) the model. */
+export interface LoadedCheckpoint {
+  model: Model;
+  config: ModelConfig;
+  trainState: TrainState;
+}
+
+function fail(dir: string, what: string): never {
+  throw new CheckpointError(`checkpoint ${dir}: ${what}`);
+}
+
+async function writeDurably(path: string, data: string | Uint8Array): Promise<void> {
+  const handle = await open(path, "w");
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+async function syncFolder(dir: string): Promise<void> {
+  try {
+    const handle = await open(dir, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    // Some platforms cannot fsync a folder; the renames are still atomic one by one.
+  }
+}
+
+/**
+ * Completes an interrupted commit: when the journal exists, renames each of its temporary
+ * files that still exists over its final name, then removes the journal. Idempotent.
+ *
+ * @returns whether a journal was found.
+ * @throws CheckpointError when the journal is unreadable; file-system errors.
+ */
+export async function recoverCheckpoint(dir: string): Promise<boolean> {
+  const journal = join(dir, JOURNAL);
+  if (!existsSync(journal)) return false;
+  let files: unknown;
+  try {
+    files = JSON.parse(await readFile(journal, "utf8")).files;
+  } catch (e) {
+    fail(dir, `${JOURNAL} is not valid JSON (${(e as Error).message}); remove it to keep the previous checkpoint`);
+  }
+  if (!Array.isArray(files) || !files.every((f) => (CHECKPOINT_FILES as readonly string[]).includes(f)))
+    fail(dir, `${JOURNAL} does not list checkpoint files; remove it to keep the previous checkpoint`);
+  for (const f of files as string[]) if (existsSync(join(dir, f + TMP))) await rename(join(dir, f + TMP), join(dir, f));
+  await syncFolder(dir);
+  await rm(journal, { force: true });
+  return true;
+}
+
+function toSafetensors(weights: Map<string, NamedArray>, prefix = ""): Map<string, TensorToWrite> {
+  const out = new Map<string, TensorToWrite>();
+  for (const [name, w] of weights) out.set(prefix + name, { data: w.data, shape: w.shape });
+  return out;
+}
+
+/**
+ * Writes a complete checkpoint of `model`, `optimizer` and `state` to `dir` (created when
+ * missing), replacing the previous one as a whole (see the module comment).
+ *
+ * @throws file-system errors (the previous checkpoint is then still intact or recoverable).
+ */
+export async function saveCheckpoint(
+  dir: string,
+  parts: { model: Model; optimizer: AdamW; state: TrainState },
+): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await recoverCheckpoint(dir);
+  const meta = { format: "attnlip", step: String(parts.state.step), epoch: String(parts.state.epoch) };
+  const opt = parts.optimizer.getState();
+  const optTensors = new Map([...toSafetensors(opt.m, "m."), ...toSafetensors(opt.v, "v.")]);
+  const contents: Record<(typeof CHECKPOINT_FILES)[number], string | Uint8Array> = {
+    "config.json": JSON.stringify(parts.model.config, null, 2) + "\n",
+    "model.safetensors": encodeSafetensors(toSafetensors(parts.model.getWeights()), meta),
+    "optimizer.safetensors": encodeSafetensors(optTensors, { ...meta, optimizerStep: String(opt.step) }),
+    "train_state.json": JSON.stringify(parts.state, null, 2) + "\n",
+  };
+  for (const f of CHECKPOINT_FILES) await writeDurably(join(dir, f + TMP), contents[f]);
+  await syncFolder(dir);
+  await writeJsonAtomically(join(dir, JOURNAL), { files: CHECKPOINT_FILES });
+  await recoverCheckpoint(dir);
+}
+
+async function readJson(dir: string, file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, file), "utf8");
+  } catch (e) {
+    fail(dir, `cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    fail(dir, `${file} is not valid JSON (${(e as Error).message}; truncated?)`);
+  }
+}
+
+async function checkFolder(dir: string): Promise<void> {
+  let isDir = false;
+  try {
+    isDir = (await stat(dir)).isDirectory();
+  } catch {
+    fail(dir, "no such folder");
+  }
+  if (!isDir) fail(dir, "not a folder");
+  await recoverCheckpoint(dir);
+  const missing = CHECKPOINT_FILES.filter((f) => !existsSync(join(dir, f)));
+  if (missing.length > 0)
+    fail(dir, `missing ${missing.join(", ")} (not a training checkpoint, or an incomplete copy)`);
+}
+
+function metadataStep(dir: string, file: string, metadata: Record<string, string>, step: number): void {
+  if (metadata.step !== String(step))
+    fail(dir, `${file} is from step ${metadata.step ?? "(none)"} but train_state.json from step ${step} (mixed checkpoint files)`);
+}
+
+async function readTensors(
+  dir: string,
+  file: string,
+  expectedShapes: Map<string, number[]>,
+): Promise<{ tensors: Map<string, NamedArray>; metadata: Record<string, string> }> {
+  try {
+    const { tensors, metadata } = await readSafetensors(join(dir, file), { expectedShapes, name: file });
+    return { tensors, metadata };
+  } catch (e) {
+    if (e instanceof SafetensorsError) fail(dir, e.message);
+    fail(dir, `cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+}
+
+/**
+ * Loads a checkpoint folder written by {@link saveCheckpoint} (completing an interrupted
+ * commit first): the model with its trained weights, its config and the training state.
+ *
+ * @returns {model, config, trainState}; the caller owns the model (dispose it).
+ * @throws CheckpointError (an InputError, one line naming the folder) when the folder or a
+ *   file is missing, a JSON file is invalid or truncated, config.json is not a valid model
+ *   config, train_state.json does not match {@link TrainStateSchema}, model.safetensors is
+ *   malformed or its tensors do not match the config's names and shapes, or the files come
+ *   from different steps.
+ */
+export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
+  await checkFolder(dir);
+  let config: ModelConfig;
+  try {
+    config = parseModelConfig(await readJson(dir, "config.json"));
+  } catch (e) {
+    if (e instanceof ConfigError) fail(dir, `config.json: ${e.message}`);
+    throw e;
+  }
+  const parsed = TrainStateSchema.safeParse(await readJson(dir, "train_state.json"));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    fail(dir, `train_state.json: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
+  }
+  const trainState = parsed.data;
+  const model = createModel(config, trainState.seed);
+  try {
+    const expected = new Map(model.params.entries().map(([n, v]) => [n, v.shape.slice()]));
+    const { tensors, metadata } = await readTensors(dir, "model.safetensors", expected);
+    metadataStep(dir, "model.safetensors", metadata, trainState.step);
+    model.setWeights(tensors);
+    return { model, config, trainState };
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+}
+
+/**
+ * Reads the AdamW state of a checkpoint for `model` (whose parameter names and shapes it must
+ * match) and checks it belongs to the same step as train_state.json.
+ *
+ * @throws CheckpointError as {@link loadCheckpoint}.
+ */
+export async function loadOptimizerState(dir: string, model: Model, trainState: TrainState): Promise<AdamWState> {
+  const expected = new Map<string, number[]>();
+  for (const [n, v] of model.params.entries()) {
+    expected.set(`m.${n}`, v.shape.slice());
+    expected.set(`v.${n}`, v.shape.slice());
+  }
+  const { tensors, metadata } = await readTensors(dir, "optimizer.safetensors", expected);
+  metadataStep(dir, "optimizer.safetensors", metadata, trainState.step);
+  const optimizerStep = Number(metadata.optimizerStep);
+  if (!Number.isInteger(optimizerStep) || optimizerStep < 0)
+    fail(dir, `optimizer.safetensors: metadata optimizerStep "${metadata.optimizerStep}" is not an integer >= 0`);
+  const pick = (prefix: string) =>
+    new Map([...tensors].filter(([k]) => k.startsWith(prefix)).map(([k, t]) => [k.slice(prefix.length), t]));
+  return { step: optimizerStep, m: pick("m."), v: pick("v.") };
+}
+
+/** Whether `dir` holds (the files of) a checkpoint. */
+export function isCheckpointFolder(dir: string): boolean {
+  return CHECKPOINT_FILES.some((f) => existsSync(join(dir, f))) || existsSync(join(dir, JOURNAL));
+}

@@ -1,0 +1,171 @@
+import { oneHotFloat, tf } from "../backend.ts";
+import type { ForwardTrace } from "../nn/trace.ts";
+import { sigmaQuadTensor, sigmaTensor, sigmaTop2Tensor } from "../softmax/tensor.ts";
+
+/**
+ * The JaSMin regularizer (MATH.md section 4): a penalty on s_i = sigma(P_i), the spectral norm
+ * of the softmax Jacobian of each attention row, over the heads of chosen layers. The
+ * regularised loss is cross_entropy + lambda * R.
+ */
+
+/** Which per-row value s_i: the closed form sigma_top2 (default), sigma_quad, or the exact sigma. */
+export type JasminNorm = "top2" | "quad" | "exact";
+/** How the s_i are reduced to R (see {@link jasminFromProbabilities}). */
+export type JasminReduce = "max-log" | "max" | "mean";
+
+export const JASMIN_NORMS: readonly JasminNorm[] = ["top2", "quad", "exact"];
+export const JASMIN_REDUCTIONS: readonly JasminReduce[] = ["max-log", "max", "mean"];
+
+/** Settings of the regularizer. */
+export interface JasminOptions {
+  /** Per-row value (default "top2"). */
+  norm?: JasminNorm;
+  /** Reduction (default "max-log"). */
+  reduce?: JasminReduce;
+  /** Block indices to regularise; null/undefined = every block. */
+  layers?: readonly number[] | null;
+  /** Floor inside the log of "max-log" (default 1e-6); rows below it get zero gradient. */
+  eps?: number;
+}
+
+/**
+ * s_i per attention row.
+ *
+ * @param p attention probabilities float32 [..., n].
+ * @returns float32 [...]: sigma_top2, sigma_quad or the exact sigma of each row.
+ * @throws RangeError/TypeError from the sigma functions on a scalar or non-float32 input.
+ */
+export function rowSigma(p: tf.Tensor, norm: JasminNorm = "top2"): tf.Tensor {
+  switch (norm) {
+    case "top2":
+      return sigmaTop2Tensor(p);
+    case "quad":
+      return sigmaQuadTensor(p);
+    case "exact":
+      return sigmaTensor(p);
+    default:
+      throw new RangeError(`jasmin: unknown norm "${String(norm)}" (expected top2, quad or exact)`);
+  }
+}
+
+/**
+ * The per-(example, head) max over query rows of s, taken as the entry selected by argMax +
+ * one-hot (its gradient flows to that row only; PERF.md: cheaper on wasm than tf.max's).
+ * Masked rows are replaced by -1 (below every sigma >= 0) with zero gradient.
+ *
+ * @param s float32 [b, H, n]; rowMask float32 [b, 1, n] (1 = real row) or null.
+ * @returns float32 [b, H].
+ */
+function maxOverRows(s: tf.Tensor, rowMask: tf.Tensor | null): tf.Tensor {
+  const n = s.shape[s.rank - 1];
+  const candidates = rowMask === null ? s : tf.sub(tf.mul(s, rowMask), tf.sub(1, rowMask));
+  // argMax and oneHot pass no gradient; the product with the one-hot selection carries it to
+  // the chosen row only.
+  const pick = oneHotFloat(tf.argMax(candidates, -1), n);
+  return tf.sum(tf.mul(s, pick), -1);
+}
+
+/**
+ * JaSMin R from the attention probabilities of the chosen layers.
+ *
+ * With s_{l,b,h,i} the per-row value (`norm`) of layer l, example b, head h, query row i, and
+ * real rows those with mask 1 (all rows without a mask):
+ * - `max-log` (default): mean over l of [ mean over (b, h) of log(max(max_i s, eps)) ]; the
+ *   paper's JaSMin (log sigma_top2, max over query rows, mean over heads and batch, averaged
+ *   over layers);
+ * - `max`: mean over l of [ mean over (b, h) of max_i s ];
+ * - `mean`: mean of s over l, b, h and real rows i.
+ * Masked query rows never contribute, and get zero gradient; examples without any real row
+ * are left out of the means over b.
+ *
+ * @param probs one tensor per layer, float32 [b, H, n, n] (rows sum to 1).
+ * @param mask float32 [b, n] with 1 = real token, or null.
+ * @returns a float32 scalar (differentiable with respect to `probs`).
+ * @throws RangeError when `probs` is empty, a tensor is not rank 4, or the mask shape does not
+ *   match; on an unknown norm or reduction.
+ */
+export function jasminFromProbabilities(
+  probs: readonly tf.Tensor[],
+  mask: tf.Tensor | null,
+  options: JasminOptions = {},
+): tf.Tensor {
+  const norm = options.norm ?? "top2";
+  const reduce = options.reduce ?? "max-log";
+  const eps = options.eps ?? 1e-6;
+  if (!JASMIN_REDUCTIONS.includes(reduce))
+    throw new RangeError(`jasmin: unknown reduction "${String(reduce)}" (expected max-log, max or mean)`);
+  if (probs.length === 0) throw new RangeError("jasmin: no attention layers selected");
+  for (const p of probs)
+    if (p.rank !== 4 || p.shape[2] !== p.shape[3])
+      throw new RangeError(`jasmin: attention probabilities must be [b, H, n, n], got [${p.shape.join(", ")}]`);
+  const [b, , n] = probs[0].shape;
+  if (mask !== null && (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== n))
+    throw new RangeError(`jasmin: mask must be [${b}, ${n}], got [${mask.shape.join(", ")}]`);
+  return tf.tidy(() => {
+    const rowMask = mask === null ? null : tf.reshape(tf.cast(mask, "float32"), [b, 1, n]);
+    // 1 for examples with at least one real row (the normal case).
+    const exampleWeight =
+      mask === null ? null : tf.cast(tf.greater(tf.sum(tf.reshape(rowMask as tf.Tensor, [b, n]), 1), 0), "float32");
+    const perLayer = probs.map((p) => {
+      const s = rowSigma(p, norm); // [b, H, n]
+      const heads = p.shape[1] as number;
+      if (reduce === "mean") {
+        if (rowMask === null) return tf.mean(s);
+        const total = tf.sum(tf.mul(s, rowMask));
+        return tf.div(total, tf.mul(tf.sum(rowMask), heads));
+      }
+      let m = maxOverRows(s, rowMask); // [b, H]
+      if (reduce === "max-log") m = tf.log(tf.maximum(m, eps));
+      if (exampleWeight === null) return tf.mean(m);
+      const perExample = tf.sum(m, 1); // [b]
+      return tf.div(tf.sum(tf.mul(perExample, exampleWeight)), tf.mul(tf.maximum(tf.sum(exampleWeight), 1), heads));
+    });
+    return tf.div(tf.addN(perLayer), probs.length);
+  });
+}
+
+/**
+ * Block indices a layer selection picks.
+ *
+ * @throws RangeError naming the bad index when one is not an integer in [0, blocks).
+ */
+export function selectLayers(blocks: number, layers: readonly number[] | null | undefined): number[] {
+  if (layers === null || layers === undefined) return Array.from({ length: blocks }, (_, i) => i);
+  if (layers.length === 0) throw new RangeError("jasmin: the layer list is empty");
+  for (const i of layers)
+    if (!Number.isInteger(i) || i < 0 || i >= blocks)
+      throw new RangeError(`jasmin: layer ${i} does not exist (the model has blocks 0..${blocks - 1})`);
+  return [...new Set(layers)].sort((x, y) => x - y);
+}
+
+/**
+ * JaSMin R of a traced forward pass (see {@link jasminFromProbabilities}), over the layers
+ * in `options.layers` (default all), with the trace's padding mask.
+ *
+ * @param trace from model.forward(x, {trace: true}) (the caller still owns and disposes it).
+ * @returns a float32 scalar, differentiable with respect to the model's parameters when the
+ *   forward pass ran under a gradient tape.
+ * @throws RangeError as jasminFromProbabilities and selectLayers.
+ */
+export function jasminPenalty(trace: ForwardTrace, options: JasminOptions = {}): tf.Tensor {
+  const layers = selectLayers(trace.blocks.length, options.layers);
+  return jasminFromProbabilities(
+    layers.map((i) => trace.blocks[i].attn.p),
+    trace.mask,
+    options,
+  );
+}
+
+/**
+ * Mean of s_i (per `norm`) over every layer, head, example and real query row of a trace: the
+ * `meanSigma` training metric.
+ *
+ * @returns a float32 scalar (a metric: leave it out of the loss).
+ */
+export function meanTraceSigma(trace: ForwardTrace, norm: JasminNorm = "top2"): tf.Tensor {
+  return jasminFromProbabilities(
+    trace.blocks.map((blk) => blk.attn.p),
+    trace.mask,
+    { norm, reduce: "mean" },
+  );
+}

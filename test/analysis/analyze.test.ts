@@ -1,0 +1,117 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { tf, useBackend } from "../../src/backend.ts";
+import { createModel } from "../../src/nn/create.ts";
+import type { TransformerClassifier } from "../../src/nn/model.ts";
+import { analyze } from "../../src/analysis/analyze.ts";
+import { analysisCsv, writeAnalysis } from "../../src/analysis/files.ts";
+import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
+import { loadEmbeddedMnist, takeExamples } from "../../src/data/mnist.ts";
+import { runAttnlip } from "../helpers/cli.ts";
+
+await useBackend("wasm");
+
+const tinyVit = {
+  kind: "vit",
+  imageSize: 28,
+  channels: 1,
+  patchSize: 7,
+  dModel: 16,
+  heads: 2,
+  blocks: 2,
+  mlpHidden: 32,
+  classes: 10,
+} as const;
+
+function digits(n: number): tf.Tensor {
+  const split = takeExamples(loadEmbeddedMnist({ seed: 0 }).test, n);
+  return tf.tensor4d(split.images, [n, 28, 28, 1]);
+}
+
+test("analyze: every bound variant is at or above the true value, per block, per head and for the network", () => {
+  const model = createModel(tinyVit, 3) as TransformerClassifier;
+  const x = digits(3);
+  const before = tf.memory().numTensors;
+  const a = analyze(model, x, { maxIterations: 300, tolerance: 1e-8 });
+  assert.equal(tf.memory().numTensors, before, "analyze leaks no tensors");
+  assert.equal(a.inputs, 3);
+  assert.equal(a.blocks.length, 2);
+  const check = (name: string, b: { bounds: Record<string, number[]>; true: number[] }) => {
+    assert.equal(b.true.length, 3);
+    for (const v of HEAD_VARIANTS)
+      for (let i = 0; i < 3; i++) {
+        assert.ok(Number.isFinite(b.bounds[v][i]) && b.true[i] > 0, `${name} ${v} input ${i}`);
+        assert.ok(b.bounds[v][i] >= b.true[i] * (1 - 1e-4), `${name} ${v} input ${i}: bound ${b.bounds[v][i]} < true ${b.true[i]}`);
+      }
+  };
+  check("network", a.network);
+  for (const block of a.blocks) {
+    check(block.name, block);
+    assert.ok(block.converged.every(Boolean), `${block.name} power iteration converged`);
+    for (const head of block.heads) {
+      check(`${block.name} head ${head.head}`, head);
+      for (const s of head.stats.meanSigma) assert.ok(s > 0 && s <= 0.5);
+      for (const t of head.stats.meanTop) assert.ok(t > 0 && t <= 1);
+    }
+  }
+  // The distribution-aware bounds are tighter than the prior-art ones on the network.
+  const med = a.summary.network.bounds;
+  assert.ok(med["t3-top2"].median < med["t3-half"].median && med.cov.median <= med["t3-exact"].median);
+  assert.ok(a.summary.network.ratios!["cov"].median >= 1);
+  tf.dispose(x);
+  model.dispose();
+});
+
+test("analysis.json holds one array over inputs per variant and `true` for each layer and the network; CSV is long format", async () => {
+  const model = createModel(tinyVit, 1) as TransformerClassifier;
+  const x = digits(2);
+  const a = analyze(model, x, { truth: { heads: false }, maxIterations: 50 });
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-analysis-"));
+  await writeAnalysis(dir, a, { model: model.config });
+  const doc = JSON.parse(readFileSync(join(dir, "analysis.json"), "utf8"));
+  for (const layer of ["block.0", "block.1", "network"]) {
+    for (const v of [...HEAD_VARIANTS, "true"]) assert.equal(doc.layers[layer][v].length, 2, `${layer}.${v}`);
+  }
+  assert.equal(doc.layers["block.0"].heads[0].true[0], null, "head truth skipped is null, not NaN");
+  assert.ok(doc.summary.network.ratios.cov.median >= 1);
+  const csv = analysisCsv(a).trim().split("\n");
+  assert.equal(csv[0], "input,layer,head,variant,bound,true,ratio");
+  // 2 inputs x 9 variants x (2 blocks x (1 + 2 heads) + network)
+  assert.equal(csv.length - 1, 2 * HEAD_VARIANTS.length * (2 * 3 + 1));
+  tf.dispose(x);
+  model.dispose();
+});
+
+test("attnlip analyze runs on embedded digits with a random vit-tiny and writes its files", () => {
+  const out = mkdtempSync(join(tmpdir(), "attnlip-analyze-cli-"));
+  const r = runAttnlip(["analyze", "--model", "vit-tiny", "--random-init", "--seed", "0", "--data", "mnist", "--n", "2", "--no-head-truth", "--mlp", "relaxed", "--iterations", "30", "--out", out], { timeoutMs: 300_000 });
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /network \(exact input-Jacobian norm/);
+  assert.match(r.stdout, /block\.3/);
+  const doc = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8"));
+  assert.equal(doc.layers.network.true.length, 2);
+  assert.ok(readFileSync(join(out, "analysis.csv"), "utf8").startsWith("input,layer,head,variant"));
+});
+
+test("attnlip analyze rejects bad input with exit 2 and one line", () => {
+  const cases: [string[], RegExp][] = [
+    [["analyze"], /give a checkpoint folder, or --random-init/],
+    [["analyze", "/nonexistent/run", "--random-init"], /either a checkpoint folder or --random-init/],
+    [["analyze", "/nonexistent/run"], /nonexistent\/run/],
+    [["analyze", "--random-init", "--n", "0"], /--n: expected an integer >= 1/],
+    [["analyze", "--random-init", "--n", "abc"], /--n:/],
+    [["analyze", "--random-init", "--model", "vit-huge"], /--model: .*vit-tiny/],
+    [["analyze", "--random-init", "--data", "nope"], /data/i],
+    [["analyze", "--random-init", "--backend", "gpu"], /gpu/],
+  ];
+  for (const [args, message] of cases) {
+    const r = runAttnlip(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(lines[0], message);
+  }
+});
