@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { sigmaCommand } from "./sigmaCommand.ts";
 import { analyzeCommand } from "./analyzeCommand.ts";
 import { trainCommand } from "./trainCommand.ts";
+import { attackCommand } from "./attackCommand.ts";
 import { isInputProblem, oneLine } from "./errors.ts";
 
 /**
@@ -19,6 +20,7 @@ export function buildProgram(): Command {
   program.addCommand(sigmaCommand());
   program.addCommand(trainCommand());
   program.addCommand(analyzeCommand());
+  program.addCommand(attackCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

@@ -1,0 +1,200 @@
+import { tf } from "../backend.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
+import { fgsm } from "./fgsm.ts";
+import {
+  checkClip,
+  checkInputs,
+  inferenceLogits,
+  labelTensor,
+  predictClasses,
+  type ClipRange,
+  type Labels,
+} from "./loss.ts";
+import { defaultStepSize, pgd, resolvePgdOptions, type AttackNorm } from "./pgd.ts";
+
+/** The attacks {@link evaluateRobustness} runs. */
+export type AttackName = "fgsm" | "pgd";
+
+/** Options of {@link evaluateRobustness}. Defaults in brackets. */
+export interface EvaluateRobustnessOptions {
+  /** Which attacks to run, one or several [["fgsm", "pgd"]]. */
+  attack?: AttackName | readonly AttackName[];
+  /** Threat model of both attacks ["linf"]. */
+  norm?: AttackNorm;
+  /** Radii to evaluate, each finite and >= 0 (input units); 0 gives the clean accuracy. */
+  eps: readonly number[];
+  /** PGD steps [10]. */
+  steps?: number;
+  /** PGD step size; null/undefined = 2.5 * eps / steps for each eps. */
+  stepSize?: number | null;
+  /** PGD random start [true]. */
+  randomStart?: boolean;
+  /** Examples per forward/backward pass [32]. */
+  batchSize?: number;
+  /** Seed of the PGD random starts (each batch and eps gets its own stream from it) [0]. */
+  seed?: number;
+  /** Valid input range [[0, 1]]. */
+  clip?: ClipRange;
+  /** Called after each (batch, eps, attack) with (done, total) such units. */
+  onProgress?: (done: number, total: number) => void;
+  /** Where a warning goes (at most once per call) [console.warn]. */
+  onWarning?: (message: string) => void;
+}
+
+/** One attack at one radius. */
+export interface AttackOutcome {
+  /** Fraction of ALL examples classified correctly both clean and under attack, in [0, 1]. */
+  robustAccuracy: number;
+  /** Per example [n]: 1 when the example was correct clean and the attack made it wrong. */
+  success: Uint8Array;
+}
+
+/** Results at one radius; an attack not run is absent. */
+export interface RobustnessAtEps {
+  eps: number;
+  /** The PGD step size used at this eps (the default rule or the given one). */
+  stepSize: number;
+  fgsm?: AttackOutcome;
+  pgd?: AttackOutcome;
+}
+
+/** What {@link evaluateRobustness} returns. */
+export interface RobustnessEvaluation {
+  /** Examples evaluated. */
+  count: number;
+  /** Fraction classified correctly without attack, in [0, 1]. */
+  cleanAccuracy: number;
+  /** Per example [n]: 1 when classified correctly without attack. */
+  cleanCorrect: Uint8Array;
+  /** One entry per eps, in the order given. */
+  results: RobustnessAtEps[];
+  /** Wall time, seconds. */
+  seconds: number;
+}
+
+/** A stream seed for (seed, eps index, batch index), so each batch's random start differs. */
+function streamSeed(seed: number, epsIndex: number, batchIndex: number): number {
+  return (seed ^ Math.imul(epsIndex + 1, 0x85ebca6b) ^ Math.imul(batchIndex + 1, 0x9e3779b1)) >>> 0;
+}
+
+/**
+ * Clean and robust accuracy of a classifier under FGSM and/or PGD (MATH.md section 5), model
+ * in inference mode, loss = cross-entropy on the true label. An example counts as robust at
+ * eps when it is classified correctly clean AND on the adversarial input, so robust accuracy
+ * <= clean accuracy, and eps 0 (no attack run) gives the clean accuracy exactly. Examples are
+ * processed in batches; PGD's random start of batch j at eps i is seeded from (seed, i, j).
+ *
+ * @param model a ViT (TransformerClassifier taking `images`).
+ * @param images float32 [n, H, W, C] or [n, H*W*C] inside the clip range ([0, 1]); not disposed.
+ * @param labels true classes [n].
+ * @returns clean accuracy, per-eps robust accuracy and per-example success; leaves
+ *   tf.memory().numTensors unchanged.
+ * @throws RangeError on an empty eps list, a bad eps (negative, non-finite), steps, step size,
+ *   batch size, attack name, clip range, labels, or inputs outside the range; TypeError on
+ *   non-float32 inputs.
+ */
+export function evaluateRobustness(
+  model: TransformerClassifier,
+  images: tf.Tensor,
+  labels: Labels,
+  options: EvaluateRobustnessOptions,
+): RobustnessEvaluation {
+  const started = performance.now();
+  const who = "evaluateRobustness";
+  const asked: readonly AttackName[] =
+    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
+  const attacks = [...new Set(asked)];
+  if (attacks.length === 0 || !attacks.every((a) => a === "fgsm" || a === "pgd"))
+    throw new RangeError(
+      `${who}: attack must be fgsm and/or pgd, got ${JSON.stringify(options.attack)}`,
+    );
+  if (!Array.isArray(options.eps) || options.eps.length === 0)
+    throw new RangeError(`${who}: give at least one eps`);
+  const common = options.eps.map((eps) =>
+    resolvePgdOptions({ ...options, eps, stepSize: options.stepSize ?? undefined }, who),
+  );
+  const clip = options.clip ?? ([0, 1] as const);
+  checkClip(clip, who);
+  const batchSize = options.batchSize ?? 32;
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`${who}: batchSize must be an integer >= 1, got ${batchSize}`);
+  checkInputs(images, clip, who);
+  const n = images.shape[0] as number;
+  const y = labelTensor(labels, n, model.config.classes, who);
+  const truth = Int32Array.from(y.dataSync());
+  y.dispose();
+
+  let warned = false;
+  const warnOnce = (m: string) => {
+    if (warned) return;
+    warned = true;
+    (options.onWarning ?? ((s: string) => console.warn(s)))(m);
+  };
+  const logits = inferenceLogits(model);
+  const cleanCorrect = new Uint8Array(n);
+  const success = options.eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
+  const batches = Math.ceil(n / batchSize);
+  const total = batches * options.eps.filter((e) => e > 0).length * attacks.length;
+  let done = 0;
+  for (let j = 0; j < batches; j++) {
+    const start = j * batchSize;
+    const size = Math.min(batchSize, n - start);
+    const x = tf.slice(images, [start], [size]);
+    try {
+      const batchLabels = truth.subarray(start, start + size);
+      const clean = predictClasses(logits, x);
+      for (let i = 0; i < size; i++) cleanCorrect[start + i] = clean[i] === batchLabels[i] ? 1 : 0;
+      options.eps.forEach((eps, e) => {
+        if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
+        for (const attack of attacks) {
+          const adv =
+            attack === "fgsm"
+              ? fgsm(model, x, batchLabels, {
+                  eps,
+                  norm: common[e].norm,
+                  clip,
+                  onWarning: warnOnce,
+                })
+              : pgd(model, x, batchLabels, {
+                  ...common[e],
+                  seed: streamSeed(common[e].seed, e, j),
+                  onWarning: warnOnce,
+                });
+          let predicted: Int32Array;
+          try {
+            predicted = predictClasses(logits, adv);
+          } finally {
+            adv.dispose();
+          }
+          const out = success[e][attack];
+          for (let i = 0; i < size; i++)
+            out[start + i] =
+              cleanCorrect[start + i] === 1 && predicted[i] !== batchLabels[i] ? 1 : 0;
+          options.onProgress?.(++done, total);
+        }
+      });
+    } finally {
+      x.dispose();
+    }
+  }
+  const correct = cleanCorrect.reduce((a, c) => a + c, 0);
+  const outcome = (s: Uint8Array): AttackOutcome => ({
+    robustAccuracy: (correct - s.reduce((a, c) => a + c, 0)) / n,
+    success: s,
+  });
+  const results = options.eps.map((eps, e) => {
+    const r: RobustnessAtEps = {
+      eps,
+      stepSize: options.stepSize ?? defaultStepSize(eps, common[e].steps),
+    };
+    for (const a of attacks) r[a] = outcome(success[e][a]);
+    return r;
+  });
+  return {
+    count: n,
+    cleanAccuracy: correct / n,
+    cleanCorrect,
+    results,
+    seconds: (performance.now() - started) / 1000,
+  };
+}

@@ -1,0 +1,87 @@
+import { tf } from "../backend.ts";
+import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
+import { checkInputs, inferenceLogits, labelTensor, type Labels } from "./loss.ts";
+
+/** Options of {@link lipschitzProxy}. */
+export interface LipschitzProxyOptions {
+  /** Examples per forward pass for the margins [64]. */
+  batchSize?: number;
+  /** Examples per Jacobian backward pass (networkLipschitz) [8]. */
+  examplesPerPass?: number;
+}
+
+/** Per-example figures of {@link lipschitzProxy}, each Float64Array [n]. */
+export interface LipschitzProxy {
+  /** margin / (sqrt(2) L), l_2 in input units; 0 where the example is misclassified (margin <= 0). */
+  radii: Float64Array;
+  /** logit of the true class minus the largest other logit (negative when misclassified). */
+  margins: Float64Array;
+  /** L: the exact spectral norm of the logits' input Jacobian at the example. */
+  lipschitz: Float64Array;
+  /** Examples with margin <= 0 (radius reported as 0). */
+  misclassified: number;
+}
+
+/**
+ * The Lipschitz-based robustness radius of each example (MATH.md section 5):
+ * r = margin / (sqrt(2) L), margin = z_y - max_{j != y} z_j (logits z, true class y), and L the
+ * EXACT local Lipschitz constant of the logits at the example (networkLipschitz: the largest
+ * singular value of the input Jacobian). If L bounded the Jacobian on the whole l_2 ball of
+ * radius r, no perturbation inside it could change the prediction (z_y - z_j is sqrt(2)
+ * L-Lipschitz). L is measured at the point only, so r is the certified radius of the local
+ * linearisation: a PROXY, not a certificate (a real attack may succeed inside it).
+ * Misclassified examples (margin <= 0) get radius 0 and are counted in `misclassified`.
+ * A margin > 0 with L = 0 (a locally constant network) gives Infinity.
+ *
+ * @param model a ViT in inference mode.
+ * @param x float32 images [n, H, W, C] or [n, H*W*C] in [0, 1]; not disposed.
+ * @param labels true classes [n].
+ * @returns per-example radii (l_2, input units), margins and L; leaves numTensors unchanged.
+ * @throws RangeError on labels of the wrong length or range, inputs outside [0, 1], a bad
+ *   batch size, or a non-ViT model (networkLipschitz's input space is the image here);
+ *   TypeError on non-float32 inputs.
+ */
+export function lipschitzProxy(
+  model: TransformerClassifier,
+  x: tf.Tensor,
+  labels: Labels,
+  options: LipschitzProxyOptions = {},
+): LipschitzProxy {
+  if (model.config.kind !== "vit")
+    throw new RangeError("lipschitzProxy: input-space radii need a ViT");
+  const batchSize = options.batchSize ?? 64;
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`lipschitzProxy: batchSize must be an integer >= 1, got ${batchSize}`);
+  checkInputs(x, [0, 1], "lipschitzProxy");
+  const n = x.shape[0] as number;
+  const y = labelTensor(labels, n, model.config.classes, "lipschitzProxy");
+  const truth = y.dataSync();
+  y.dispose();
+  const logitsFn = inferenceLogits(model);
+  const c = model.config.classes;
+  const margins = new Float64Array(n);
+  for (let start = 0; start < n; start += batchSize) {
+    const size = Math.min(batchSize, n - start);
+    const z = tf.tidy(() => logitsFn(tf.slice(x, [start], [size])));
+    const data = z.dataSync();
+    z.dispose();
+    for (let i = 0; i < size; i++) {
+      const row = data.subarray(i * c, (i + 1) * c);
+      const t = truth[start + i];
+      let other = -Infinity;
+      for (let k = 0; k < c; k++) if (k !== t && row[k] > other) other = row[k];
+      margins[start + i] = row[t] - other;
+    }
+  }
+  const lipschitz = networkLipschitz(model, x, { examplesPerPass: options.examplesPerPass });
+  const radii = new Float64Array(n);
+  let misclassified = 0;
+  for (let i = 0; i < n; i++) {
+    if (margins[i] <= 0) {
+      misclassified++;
+      radii[i] = 0;
+    } else radii[i] = margins[i] / (Math.SQRT2 * lipschitz[i]);
+  }
+  return { radii, margins, lipschitz, misclassified };
+}

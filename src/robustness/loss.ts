@@ -1,0 +1,121 @@
+import { oneHotFloat, tf } from "../backend.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
+
+/**
+ * What the attacks share: the loss they ascend (cross-entropy on the true label, model in
+ * inference mode), its input gradient, predictions, and the checks on inputs and labels.
+ */
+
+/** Class labels: an int32 tensor [b], an Int32Array or an array of integers in 0..classes-1. */
+export type Labels = tf.Tensor | Int32Array | readonly number[];
+
+/** The valid input range [low, high] every adversarial input is clipped to (images: [0, 1]). */
+export type ClipRange = readonly [number, number];
+
+/** A map from inputs to the gradient of the attack loss at them (same shape as the input). */
+export type GradientFn = (x: tf.Tensor) => tf.Tensor;
+
+/** Inputs [b, ...] to logits float32 [b, classes] (inference mode), each row its own example's. */
+export type LogitsFn = (x: tf.Tensor) => tf.Tensor;
+
+/**
+ * Checks a clip range.
+ *
+ * @throws RangeError unless low and high are finite and low < high.
+ */
+export function checkClip(clip: ClipRange, who: string): void {
+  if (
+    !Array.isArray(clip) ||
+    clip.length !== 2 ||
+    !Number.isFinite(clip[0]) ||
+    !Number.isFinite(clip[1]) ||
+    !(clip[0] < clip[1])
+  )
+    throw new RangeError(
+      `${who}: clip must be [low, high] with finite low < high, got ${JSON.stringify(clip)}`,
+    );
+}
+
+/**
+ * Checks an input batch: float32, rank >= 2 ([b, ...]), every value finite and inside `clip`.
+ *
+ * @throws TypeError when x is not float32; RangeError on rank < 2, an empty batch, a
+ *   non-finite value or a value outside the clip range.
+ */
+export function checkInputs(x: tf.Tensor, clip: ClipRange, who: string): void {
+  if (x.dtype !== "float32") throw new TypeError(`${who}: inputs must be float32, got ${x.dtype}`);
+  if (x.rank < 2 || x.shape[0] === 0)
+    throw new RangeError(
+      `${who}: inputs must be a non-empty batch [b, ...], got [${x.shape.join(", ")}]`,
+    );
+  const [lo, hi] = tf.tidy(() => [tf.min(x).dataSync()[0], tf.max(x).dataSync()[0]]);
+  if (!Number.isFinite(lo) || !Number.isFinite(hi) || lo < clip[0] || hi > clip[1])
+    throw new RangeError(
+      `${who}: inputs must lie in the valid range [${clip[0]}, ${clip[1]}], found values in [${lo}, ${hi}]`,
+    );
+}
+
+/**
+ * Labels as an int32 tensor [b] (a new tensor: the caller disposes it).
+ *
+ * @throws RangeError when there are not b labels or one is not an integer in 0..classes-1.
+ */
+export function labelTensor(labels: Labels, b: number, classes: number, who: string): tf.Tensor1D {
+  const values = labels instanceof tf.Tensor ? labels.dataSync() : labels;
+  if (values.length !== b)
+    throw new RangeError(`${who}: expected ${b} labels, got ${values.length}`);
+  const out = new Int32Array(b);
+  for (let i = 0; i < b; i++) {
+    const v = Number(values[i]);
+    if (!Number.isInteger(v) || v < 0 || v >= classes)
+      throw new RangeError(
+        `${who}: label ${i} is ${values[i]}, expected an integer in 0..${classes - 1}`,
+      );
+    out[i] = v;
+  }
+  return tf.tensor1d(out, "int32");
+}
+
+/** The model's logits in inference mode (no dropout, no training-only behaviour). */
+export function inferenceLogits(model: TransformerClassifier): LogitsFn {
+  return (x) => model.forward(x, { training: false }).logits;
+}
+
+/**
+ * Summed cross-entropy of logits against labels: sum_i (logsumexp(z_i) - z_i[y_i]).
+ *
+ * @param logits float32 [b, C]; @param labels int32 [b].
+ * @returns a scalar (nats, summed over the batch so each example's gradient is its own).
+ */
+export function crossEntropySum(logits: tf.Tensor, labels: tf.Tensor): tf.Scalar {
+  return tf.tidy(() => {
+    const c = logits.shape[1] as number;
+    const picked = tf.sum(tf.mul(logits, oneHotFloat(labels, c)), 1);
+    return tf.sum(tf.sub(tf.logSumExp(logits, 1), picked)) as tf.Scalar;
+  });
+}
+
+/**
+ * The gradient of the summed cross-entropy on the true labels with respect to the inputs,
+ * model in inference mode: row i is d CE(f(x_i), y_i) / d x_i (independent of the batch).
+ *
+ * @param labels int32 [b] (kept: the returned function uses it on each call).
+ * @returns x -> float32 gradient with x's shape (a new tensor per call).
+ */
+export function crossEntropyGradient(logitsFn: LogitsFn, labels: tf.Tensor): GradientFn {
+  const g = tf.grad((z: tf.Tensor) => crossEntropySum(logitsFn(z), labels));
+  return (x) => g(x);
+}
+
+/**
+ * Predicted classes (argmax of the logits, inference mode).
+ *
+ * @param x inputs [b, ...] as the model takes them.
+ * @returns Int32Array [b].
+ */
+export function predictClasses(logitsFn: LogitsFn, x: tf.Tensor): Int32Array {
+  const t = tf.tidy(() => tf.argMax(logitsFn(x), 1));
+  const out = Int32Array.from(t.dataSync());
+  t.dispose();
+  return out;
+}

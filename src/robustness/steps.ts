@@ -1,0 +1,141 @@
+import { tf } from "../backend.ts";
+import type { ClipRange } from "./loss.ts";
+
+/**
+ * The building blocks of FGSM and PGD, exposed so each can be tested on its own: the start
+ * point, one ascent step with its projection onto the epsilon ball, and the clipping to the
+ * valid input range. Every function takes and returns float32 tensors [b, ...] (b examples,
+ * any trailing shape; the l_2 norm is taken per example over all trailing entries) and
+ * returns a new tensor, leaving its inputs alone. The clip range defaults to [0, 1].
+ */
+
+/** Clips to the valid range [low, high]. */
+function clipTo(x: tf.Tensor, clip: ClipRange): tf.Tensor {
+  return tf.clipByValue(x, clip[0], clip[1]);
+}
+
+/** Per-example l_2 norm [b, 1] of a [b, D] matrix, safe from underflow (scaled by the max |entry| first). */
+function rowNorms(flat: tf.Tensor2D): { scale: tf.Tensor; scaled: tf.Tensor; norm: tf.Tensor } {
+  const scale = tf.max(tf.abs(flat), 1, true);
+  const scaled = tf.div(flat, tf.where(tf.greater(scale, 0), scale, tf.onesLike(scale)));
+  const norm = tf.mul(tf.sqrt(tf.sum(tf.square(scaled), 1, true)), scale);
+  return { scale, scaled, norm };
+}
+
+/**
+ * Projects x onto the l_inf ball of radius eps around x0: x0 + clip(x - x0, -eps, eps).
+ *
+ * @param eps radius >= 0 (input units).
+ */
+export function projectLinf(x: tf.Tensor, x0: tf.Tensor, eps: number): tf.Tensor {
+  return tf.tidy(() => tf.add(x0, tf.clipByValue(tf.sub(x, x0), -eps, eps)));
+}
+
+/**
+ * Projects x onto the l_2 ball of radius eps around x0, per example: x0 + delta * min(1, eps /
+ * ||delta||_2) with delta = x - x0 (delta = 0 stays 0; no NaN).
+ *
+ * @param eps radius >= 0 (input units, l_2 over all entries of one example).
+ */
+export function projectL2(x: tf.Tensor, x0: tf.Tensor, eps: number): tf.Tensor {
+  return tf.tidy(() => {
+    const b = x.shape[0] as number;
+    const delta = tf.reshape(tf.sub(x, x0), [b, -1]) as tf.Tensor2D;
+    const { norm } = rowNorms(delta);
+    const factor = tf.minimum(1, tf.div(eps, tf.maximum(norm, 1e-30)));
+    return tf.add(x0, tf.reshape(tf.mul(delta, factor), x.shape));
+  });
+}
+
+/**
+ * The l_inf start point: clip(x + proj(offset)), the offset first clamped to [-eps, eps] when
+ * eps is given. The start is clipped to the valid range BEFORE the first gradient, so
+ * x = [0, 0.5, 1], offset [-0.1, 0.05, 0.1] starts at [0, 0.55, 1].
+ *
+ * @param offset same shape as x (e.g. {@link randomOffsetLinf}).
+ */
+export function pgdStartLinf(
+  x: tf.Tensor,
+  offset: tf.Tensor,
+  eps?: number,
+  clip: ClipRange = [0, 1],
+): tf.Tensor {
+  return tf.tidy(() => {
+    const d = eps === undefined ? offset : tf.clipByValue(offset, -eps, eps);
+    return clipTo(tf.add(x, d), clip);
+  });
+}
+
+/**
+ * The l_2 start point: clip(x + offset), the offset first projected onto the l_2 ball of
+ * radius eps (per example) when eps is given. Clipping only moves entries towards x (x is in
+ * range), so the start stays in the ball.
+ *
+ * @param offset same shape as x (e.g. {@link randomOffsetL2}).
+ */
+export function pgdStartL2(
+  x: tf.Tensor,
+  offset: tf.Tensor,
+  eps?: number,
+  clip: ClipRange = [0, 1],
+): tf.Tensor {
+  return tf.tidy(() => {
+    const start = eps === undefined ? tf.add(x, offset) : projectL2(tf.add(x, offset), x, eps);
+    return clipTo(start, clip);
+  });
+}
+
+/**
+ * One l_inf PGD step (Madry et al. 2018): clip(proj_{B_inf(x0, eps)}(x + stepSize * sign(grad))).
+ * A zero gradient entry leaves its coordinate where it is. E.g. x = x0 = [0.98, 0.02], sign
+ * [+1, -1], eps 0.05, step 0.05 gives [1, 0].
+ *
+ * @param x current point; @param x0 the clean input; @param grad loss gradient at x.
+ * @param eps ball radius >= 0; @param stepSize alpha >= 0 (input units).
+ */
+export function pgdStepLinf(
+  x: tf.Tensor,
+  x0: tf.Tensor,
+  grad: tf.Tensor,
+  eps: number,
+  stepSize: number,
+  clip: ClipRange = [0, 1],
+): tf.Tensor {
+  return tf.tidy(() =>
+    clipTo(projectLinf(tf.add(x, tf.mul(stepSize, tf.sign(grad))), x0, eps), clip),
+  );
+}
+
+/**
+ * One l_2 PGD step: clip(proj_{B_2(x0, eps)}(x + stepSize * grad / ||grad||_2)), the gradient
+ * normalised per example. Where an example's gradient is exactly zero the step is zero (the
+ * point is only re-projected and clipped, i.e. left unchanged when it was feasible), without
+ * NaN; `onZeroGradient` is then called with the number of such examples (the caller decides
+ * how to warn; counting costs one small read-back, so it happens only when given).
+ *
+ * @param eps ball radius >= 0; @param stepSize alpha >= 0 (input units, l_2 per example).
+ */
+export function pgdStepL2(
+  x: tf.Tensor,
+  x0: tf.Tensor,
+  grad: tf.Tensor,
+  eps: number,
+  stepSize: number,
+  clip: ClipRange = [0, 1],
+  onZeroGradient?: (examples: number) => void,
+): tf.Tensor {
+  const [next, zeros] = tf.tidy(() => {
+    const b = x.shape[0] as number;
+    const flat = tf.reshape(grad, [b, -1]) as tf.Tensor2D;
+    const { scaled, scale } = rowNorms(flat);
+    const unitNorm = tf.sqrt(tf.sum(tf.square(scaled), 1, true));
+    const nonZero = tf.greater(scale, 0);
+    const direction = tf.div(scaled, tf.where(nonZero, unitNorm, tf.onesLike(unitNorm)));
+    const moved = tf.add(x, tf.reshape(tf.mul(stepSize, direction), x.shape));
+    return [clipTo(projectL2(moved, x0, eps), clip), tf.sum(tf.logicalNot(nonZero).toInt())];
+  });
+  const count = onZeroGradient ? zeros.dataSync()[0] : 0;
+  zeros.dispose();
+  if (count > 0) onZeroGradient!(count);
+  return next;
+}

@@ -1,0 +1,266 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tf, useBackend } from "../../src/backend.ts";
+import { loadDataset } from "../../src/data/dataset.ts";
+import { createModel } from "../../src/nn/create.ts";
+import type { TransformerClassifier } from "../../src/nn/model.ts";
+import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
+import { fgsm } from "../../src/robustness/fgsm.ts";
+import { pgd } from "../../src/robustness/pgd.ts";
+import { evaluateRobustness } from "../../src/robustness/evaluate.ts";
+import { lipschitzProxy } from "../../src/robustness/lipschitzProxy.ts";
+import { crossEntropySum } from "../../src/robustness/loss.ts";
+
+await useBackend("wasm");
+
+/** Tiny ViT: 28x28 digits, patch 7 (17 tokens), d 16, 2 heads, 1 block. */
+const TINY = {
+  kind: "vit",
+  imageSize: 28,
+  channels: 1,
+  patchSize: 7,
+  dModel: 16,
+  heads: 2,
+  blocks: 1,
+  mlpHidden: 32,
+  classes: 10,
+} as const;
+
+const N = 64;
+const data = await loadDataset("mnist", { seed: 0, limit: 1024, testLimit: N });
+
+/** The tiny ViT trained for 3 epochs on 1,024 digits with Adam (about 50-60% test accuracy). */
+function trainedModel(): TransformerClassifier {
+  const model = createModel(TINY, 1) as TransformerClassifier;
+  const opt = tf.train.adam(3e-3);
+  const { images, labels, count } = data.train;
+  const bs = 32;
+  for (let epoch = 0; epoch < 3; epoch++)
+    for (let s = 0; s + bs <= count; s += bs) {
+      const xb = tf.tensor4d(images.subarray(s * 784, (s + bs) * 784), [bs, 28, 28, 1]);
+      const yb = tf.tensor1d(labels.subarray(s, s + bs), "int32");
+      opt.minimize(
+        () => tf.div(crossEntropySum(model.forward(xb).logits, yb), bs) as tf.Scalar,
+        false,
+        model.variables(),
+      );
+      tf.dispose([xb, yb]);
+    }
+  opt.dispose();
+  return model;
+}
+
+const model = trainedModel();
+const x = tf.tensor4d(data.test.images, [N, 28, 28, 1]);
+const labels = data.test.labels;
+const clean = x.dataSync();
+
+function accuracyOf(input: tf.Tensor): number {
+  const t = tf.tidy(() => tf.argMax(model.forward(input).logits, 1));
+  const pred = Array.from(t.dataSync());
+  t.dispose();
+  return pred.reduce((a, p, i) => a + (p === labels[i] ? 1 : 0), 0) / N;
+}
+
+/** max |x_adv - x| and the largest per-example ||x_adv - x||_2, in float64; also the value range. */
+function distances(adv: tf.Tensor) {
+  const a = adv.dataSync();
+  const d = a.length / N;
+  let linf = 0;
+  let l2 = 0;
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (let e = 0; e < N; e++) {
+    let s = 0;
+    for (let i = e * d; i < (e + 1) * d; i++) {
+      const diff = a[i] - clean[i];
+      linf = Math.max(linf, Math.abs(diff));
+      s += diff * diff;
+      lo = Math.min(lo, a[i]);
+      hi = Math.max(hi, a[i]);
+    }
+    l2 = Math.max(l2, Math.sqrt(s));
+  }
+  return { linf, l2, lo, hi };
+}
+
+test("the trained tiny model is better than chance, so the attacks have something to break", () => {
+  assert.ok(accuracyOf(x) >= 0.4, `clean accuracy ${accuracyOf(x)}`);
+});
+
+test("eps 0 gives the clean accuracy exactly, and the attacks return x unchanged", () => {
+  const before = tf.memory().numTensors;
+  for (const norm of ["linf", "l2"] as const) {
+    const ev = evaluateRobustness(model, x, labels, {
+      norm,
+      eps: [0, norm === "linf" ? 0.02 : 0.3],
+      batchSize: 24,
+    });
+    assert.equal(ev.cleanAccuracy, accuracyOf(x));
+    assert.equal(ev.results[0].pgd!.robustAccuracy, ev.cleanAccuracy);
+    assert.equal(ev.results[0].fgsm!.robustAccuracy, ev.cleanAccuracy);
+    assert.ok(ev.results[0].pgd!.success.every((s) => s === 0));
+    const p = pgd(model, x, labels, { norm, eps: 0, steps: 3, seed: 5 });
+    const f = fgsm(model, x, labels, { norm, eps: 0 });
+    assert.deepEqual(p.dataSync(), clean, `${norm} pgd eps 0`);
+    assert.deepEqual(f.dataSync(), clean, `${norm} fgsm eps 0`);
+    tf.dispose([p, f]);
+  }
+  assert.equal(tf.memory().numTensors, before);
+});
+
+test("PGD's robust accuracy is at most FGSM's at the same eps (same examples), and below clean", () => {
+  // Asserted for PGD without random start (10 steps of 2.5 eps / 10, starting at x) and, with
+  // these fixed seeds, for PGD with random start too.
+  for (const [norm, eps] of [
+    ["linf", [0.005, 0.01, 0.02]],
+    ["l2", [0.1, 0.25, 0.5]],
+  ] as const) {
+    const noStart = evaluateRobustness(model, x, labels, {
+      norm,
+      eps,
+      steps: 10,
+      randomStart: false,
+      batchSize: 32,
+    });
+    const random = evaluateRobustness(model, x, labels, {
+      norm,
+      eps,
+      steps: 10,
+      seed: 0,
+      attack: "pgd",
+      batchSize: 32,
+    });
+    noStart.results.forEach((r, i) => {
+      const f = r.fgsm!.robustAccuracy;
+      assert.ok(
+        r.pgd!.robustAccuracy <= f,
+        `${norm} eps ${r.eps}: pgd ${r.pgd!.robustAccuracy} > fgsm ${f}`,
+      );
+      assert.ok(
+        random.results[i].pgd!.robustAccuracy <= f,
+        `${norm} eps ${r.eps}: random-start pgd > fgsm`,
+      );
+      assert.equal(random.results[i].fgsm, undefined, "only the asked attack runs");
+      // success = clean correct and broken
+      for (let e = 0; e < N; e++) if (r.pgd!.success[e]) assert.equal(noStart.cleanCorrect[e], 1);
+    });
+    const last = noStart.results.at(-1)!;
+    assert.ok(
+      last.pgd!.robustAccuracy < noStart.cleanAccuracy,
+      `${norm}: PGD breaks some examples`,
+    );
+  }
+});
+
+test("adversarial inputs stay inside the eps ball and [0, 1]", () => {
+  const cases = [
+    { norm: "linf" as const, eps: 0.03, stepSize: 0.02 },
+    { norm: "linf" as const, eps: 0.3, stepSize: undefined },
+    { norm: "l2" as const, eps: 0.5, stepSize: 0.4 },
+    { norm: "l2" as const, eps: 3, stepSize: undefined },
+  ];
+  for (const c of cases) {
+    for (const adv of [
+      pgd(model, x, labels, { norm: c.norm, eps: c.eps, steps: 5, stepSize: c.stepSize, seed: 11 }),
+      fgsm(model, x, labels, { norm: c.norm, eps: c.eps }),
+    ]) {
+      const d = distances(adv);
+      assert.ok(d.lo >= 0 && d.hi <= 1, `${c.norm} ${c.eps}: range [${d.lo}, ${d.hi}]`);
+      if (c.norm === "linf") assert.ok(d.linf <= c.eps + 1e-6, `linf ${d.linf} > ${c.eps}`);
+      else assert.ok(d.l2 <= c.eps * (1 + 1e-5), `l2 ${d.l2} > ${c.eps}`);
+      assert.ok(d.linf > 0, "the attack moved the inputs");
+      adv.dispose();
+    }
+  }
+});
+
+test("evaluateRobustness leaves tf.memory().numTensors unchanged and reports progress", () => {
+  const before = tf.memory().numTensors;
+  const seen: [number, number][] = [];
+  const ev = evaluateRobustness(model, x, labels, {
+    norm: "l2",
+    eps: [0, 0.2, 0.4],
+    steps: 3,
+    batchSize: 20,
+    seed: 4,
+    onProgress: (done, total) => seen.push([done, total]),
+  });
+  assert.equal(tf.memory().numTensors, before);
+  assert.equal(ev.count, N);
+  // 4 batches x 2 non-zero eps x 2 attacks
+  assert.deepEqual(seen.at(-1), [16, 16]);
+  assert.equal(seen.length, 16);
+  assert.deepEqual(
+    ev.results.map((r) => r.stepSize),
+    [0, 0.5 / 3, 1 / 3],
+  );
+  // The same seed gives the same result.
+  const again = evaluateRobustness(model, x, labels, {
+    norm: "l2",
+    eps: [0, 0.2, 0.4],
+    steps: 3,
+    batchSize: 20,
+    seed: 4,
+  });
+  assert.deepEqual(again.results[2].pgd!.success, ev.results[2].pgd!.success);
+});
+
+test("bad options, labels and inputs throw RangeError / TypeError", () => {
+  const before = tf.memory().numTensors;
+  assert.throws(
+    () => evaluateRobustness(model, x, labels, { eps: [-0.1] }),
+    /eps must be a finite number >= 0/,
+  );
+  assert.throws(() => evaluateRobustness(model, x, labels, { eps: [NaN] }), RangeError);
+  assert.throws(() => evaluateRobustness(model, x, labels, { eps: [] }), /at least one eps/);
+  assert.throws(() => evaluateRobustness(model, x, labels, { eps: [0.1], steps: 0 }), /steps/);
+  assert.throws(
+    () => evaluateRobustness(model, x, labels, { eps: [0.1], batchSize: 0 }),
+    /batchSize/,
+  );
+  assert.throws(
+    () => evaluateRobustness(model, x, labels, { eps: [0.1], attack: "cw" as "pgd" }),
+    /attack/,
+  );
+  assert.throws(() => pgd(model, x, labels.subarray(0, 3), { eps: 0.1 }), /expected 64 labels/);
+  assert.throws(() => pgd(model, x, new Int32Array(N).fill(10), { eps: 0.1 }), /label 0 is 10/);
+  assert.throws(() => fgsm(model, x, labels, { eps: 0.1, norm: "l1" as "l2" }), /norm/);
+  const outside = tf.mul(x, 2);
+  assert.throws(() => fgsm(model, outside, labels, { eps: 0.1 }), /valid range/);
+  const ints = tf.cast(x, "int32");
+  assert.throws(() => pgd(model, ints, labels, { eps: 0.1 }), TypeError);
+  tf.dispose([outside, ints]);
+  assert.equal(tf.memory().numTensors, before);
+});
+
+test("lipschitzProxy: margin / (sqrt(2) L) with the exact input-Jacobian norm, 0 when misclassified", () => {
+  const sub = tf.slice(x, [0], [12]);
+  const before = tf.memory().numTensors;
+  const p = lipschitzProxy(model, sub, labels.subarray(0, 12), { batchSize: 5 });
+  assert.equal(tf.memory().numTensors, before);
+  const logits = tf.tidy(() => model.forward(sub).logits);
+  const z = logits.dataSync();
+  logits.dispose();
+  const L = networkLipschitz(model, sub);
+  let wrong = 0;
+  for (let e = 0; e < 12; e++) {
+    const row = Array.from(z.subarray(e * 10, (e + 1) * 10));
+    const y = labels[e];
+    const margin = row[y] - Math.max(...row.filter((_, k) => k !== y));
+    assert.ok(Math.abs(p.margins[e] - margin) <= 1e-6 * Math.max(1, Math.abs(margin)));
+    assert.ok(Math.abs(p.lipschitz[e] - L[e]) <= 1e-9 * L[e]);
+    if (margin <= 0) {
+      wrong++;
+      assert.equal(p.radii[e], 0);
+    } else assert.ok(Math.abs(p.radii[e] - margin / (Math.SQRT2 * L[e])) <= 1e-12 * p.radii[e]);
+  }
+  assert.equal(p.misclassified, wrong);
+  assert.ok(wrong > 0 && wrong < 12, `both kinds present (${wrong} misclassified)`);
+  sub.dispose();
+});
+
+test("teardown", () => {
+  x.dispose();
+  model.dispose();
+});

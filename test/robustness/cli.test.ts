@@ -1,0 +1,221 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseAttackFlags } from "../../src/cli/attackCommand.ts";
+import { UsageError } from "../../src/cli/errors.ts";
+
+const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "attnlip-attack-"));
+
+/** Runs `attnlip ...` asynchronously (so several can run at once). */
+function attnlip(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const TINY_JSON = JSON.stringify({
+  kind: "vit",
+  imageSize: 28,
+  channels: 1,
+  patchSize: 7,
+  dModel: 16,
+  heads: 2,
+  blocks: 1,
+  mlpHidden: 32,
+  classes: 10,
+});
+
+test("parseAttackFlags fills defaults and names the bad flag in one line", () => {
+  const d = parseAttackFlags({});
+  assert.deepEqual(
+    { ...d },
+    {
+      model: "vit-tiny",
+      randomInit: false,
+      data: "mnist",
+      norm: "linf",
+      eps: [0, 0.05, 0.1, 0.2],
+      steps: 10,
+      stepSize: null,
+      n: 64,
+      batch: 32,
+      seed: 0,
+      attacks: ["fgsm", "pgd"],
+      backend: "wasm",
+      out: undefined,
+    },
+  );
+  assert.deepEqual(parseAttackFlags({ norm: "l2", eps: "0, 1.5,28" }).eps, [0, 1.5, 28]);
+  assert.deepEqual(parseAttackFlags({ attack: "pgd" }).attacks, ["pgd"]);
+  assert.equal(parseAttackFlags({ stepSize: "0.01" }).stepSize, 0.01);
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ eps: "-0.1" }, /^attack: --eps: must be >= 0 \(got "-0.1"\)$/],
+    [{ eps: "NaN" }, /^attack: --eps: must be a number/],
+    [{ eps: "0.1,,0.2" }, /^attack: --eps: must be a number/],
+    [{ eps: "1.5" }, /^attack: --eps: 1.5 is out of range for --norm linf \(at most 1/],
+    [{ eps: "29", norm: "l2" }, /^attack: --eps: 29 is out of range for --norm l2 \(at most 28/],
+    [{ norm: "l1" }, /^attack: --norm: expected linf or l2/],
+    [{ n: "0" }, /^attack: --n: must be at least 1/],
+    [{ n: "2.5" }, /^attack: --n: must be a whole number/],
+    [{ n: "many" }, /^attack: --n: must be a number/],
+    [{ steps: "0" }, /^attack: --steps: must be at least 1/],
+    [{ stepSize: "0" }, /^attack: --step-size: must be > 0/],
+    [{ batch: "-1" }, /^attack: --batch: must be at least 1/],
+    [{ seed: "5000000000" }, /^attack: --seed: must be < 2\^32/],
+    [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm or both/],
+    [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
+    [{ data: "imagenet" }, /^attack: --data: expected mnist, idx:DIR or cifar10:DIR/],
+  ];
+  for (const [raw, pattern] of cases)
+    assert.throws(
+      () => parseAttackFlags(raw),
+      (e: unknown) =>
+        e instanceof UsageError && pattern.test(e.message) && !e.message.includes("\n"),
+      JSON.stringify(raw),
+    );
+});
+
+test("bad input exits 2 with one clear line", async () => {
+  const broken = join(dir, "broken");
+  mkdirSync(broken);
+  for (const f of ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"])
+    writeFileSync(
+      join(broken, f),
+      f === "config.json" ? '{"kind": "vit", "imageSize": ' : "garbage",
+    );
+  const empty = join(dir, "empty");
+  mkdirSync(empty);
+  const cases: [string[], RegExp][] = [
+    [["attack", join(dir, "nope")], /no such folder/],
+    [["attack", empty], /missing config\.json/],
+    [["attack", broken], /config\.json is not valid JSON/],
+    [["attack", "--random-init", "--eps", "-0.1"], /--eps: must be >= 0/],
+    [
+      ["attack", "--random-init", "--norm", "l2", "--eps", "0.5,28.5"],
+      /--eps: 28\.5 is out of range for --norm l2/,
+    ],
+    [["attack", "--random-init", "--n", "0"], /--n: must be at least 1/],
+    [["attack", "--random-init", "--model", "resnet"], /--model: unknown model preset "resnet"/],
+    [["attack"], /give a checkpoint folder, or --random-init/],
+  ];
+  const results = await Promise.all(cases.map(([args]) => attnlip(args)));
+  results.forEach((r, i) => {
+    const what = cases[i][0].join(" ");
+    assert.equal(r.code, 2, `${what}: exit ${r.code}, stderr ${r.stderr}`);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `${what}: one line, got ${JSON.stringify(r.stderr)}`);
+    assert.match(lines[0], /^attnlip: /);
+    assert.match(lines[0], cases[i][1], what);
+  });
+  assert.ok(!existsSync(join(broken, "attack.json")), "nothing written on failure");
+});
+
+test("attack on a trained checkpoint prints the table and writes attack.json atomically", async () => {
+  const ck = join(dir, "ck");
+  const trained = await attnlip([
+    "train",
+    "--data",
+    "mnist",
+    "--model",
+    TINY_JSON,
+    "--epochs",
+    "1",
+    "--limit",
+    "256",
+    "--test-limit",
+    "32",
+    "--out",
+    ck,
+    "--progress",
+    "none",
+  ]);
+  assert.equal(trained.code, 0, trained.stderr);
+  const [r, random] = await Promise.all([
+    attnlip([
+      "attack",
+      ck,
+      "--n",
+      "16",
+      "--eps",
+      "0,0.02",
+      "--steps",
+      "3",
+      "--batch",
+      "8",
+      "--seed",
+      "2",
+    ]),
+    attnlip([
+      "attack",
+      "--random-init",
+      "--model",
+      "vit-tiny",
+      "--norm",
+      "l2",
+      "--eps",
+      "0.5",
+      "--n",
+      "4",
+      "--steps",
+      "2",
+      "--step-size",
+      "0.3",
+      "--attack",
+      "pgd",
+      "--out",
+      join(dir, "random", "a.json"),
+    ]),
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /FGSM robust acc/);
+  assert.match(r.stdout, /PGD robust acc/);
+  assert.match(r.stdout, /Lipschitz proxy radius .*median/);
+  const doc = JSON.parse(readFileSync(join(ck, "attack.json"), "utf8"));
+  assert.deepEqual(Object.keys(doc).sort(), [
+    "cleanAccuracy",
+    "data",
+    "model",
+    "n",
+    "norm",
+    "proxy",
+    "results",
+    "seconds",
+    "seed",
+    "source",
+    "stepSize",
+    "steps",
+  ]);
+  assert.deepEqual(doc.model, JSON.parse(readFileSync(join(ck, "config.json"), "utf8")));
+  assert.equal(doc.source, ck);
+  assert.equal(doc.data, "mnist");
+  assert.equal(doc.n, 16);
+  assert.equal(doc.norm, "linf");
+  assert.equal(doc.steps, 3);
+  assert.equal(doc.stepSize, null);
+  assert.equal(doc.seed, 2);
+  assert.equal(doc.results.length, 2);
+  assert.deepEqual(doc.results[0], { eps: 0, pgd: doc.cleanAccuracy, fgsm: doc.cleanAccuracy });
+  assert.ok(doc.results[1].pgd <= doc.cleanAccuracy && doc.results[1].fgsm <= doc.cleanAccuracy);
+  assert.equal(doc.proxy.radii.length, 16);
+  assert.ok(doc.proxy.radii.every((v: number) => v >= 0));
+  assert.ok(doc.proxy.q1 <= doc.proxy.median && doc.proxy.median <= doc.proxy.q3);
+  assert.ok(doc.seconds > 0);
+
+  assert.equal(random.code, 0, random.stderr);
+  const rd = JSON.parse(readFileSync(join(dir, "random", "a.json"), "utf8"));
+  assert.equal(rd.norm, "l2");
+  assert.equal(rd.stepSize, 0.3);
+  assert.match(rd.source, /vit-tiny \(random init, seed 0\)/);
+  assert.equal(rd.results[0].fgsm, null);
+  assert.equal(typeof rd.results[0].pgd, "number");
+});
