@@ -5,7 +5,7 @@ import type { TransformerClassifier } from "../nn/model.ts";
 import { loadDataset, takeFirst } from "../data/dataset.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { UsageError } from "../cli/errors.ts";
-import { analyze } from "./analyze.ts";
+import { analyze, type Analysis } from "./analyze.ts";
 import { analysisTables } from "./table.ts";
 import { writeAnalysis } from "./files.ts";
 
@@ -22,10 +22,12 @@ export interface AnalyzeRun {
   headTruth: boolean;
   blockTruth: boolean;
   iterations: number;
+  /** Print the per-layer tables (default true). */
+  print?: boolean;
 }
 
 /** Loads the model and the test inputs, runs {@link analyze}, prints the tables and writes the files. */
-export async function runAnalyze(run: AnalyzeRun): Promise<void> {
+export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
   await useBackend(run.backend);
   let model: TransformerClassifier;
   let source: string;
@@ -73,7 +75,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<void> {
         if (interactive) process.stderr.write("\n");
       }
     })();
-    console.log(analysisTables(analysis));
+    if (run.print !== false) console.log(analysisTables(analysis));
     console.log(
       `bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`,
     );
@@ -87,6 +89,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<void> {
       });
       console.log(`wrote ${paths.join(" and ")}`);
     }
+    return analysis;
   } finally {
     model.dispose();
   }

@@ -3,6 +3,7 @@ import { sigmaCommand } from "./sigmaCommand.ts";
 import { analyzeCommand } from "./analyzeCommand.ts";
 import { trainCommand } from "./trainCommand.ts";
 import { attackCommand } from "./attackCommand.ts";
+import { reportCommand } from "./reportCommand.ts";
 import { isInputProblem, oneLine } from "./errors.ts";
 
 /**
@@ -21,6 +22,7 @@ export function buildProgram(): Command {
   program.addCommand(trainCommand());
   program.addCommand(analyzeCommand());
   program.addCommand(attackCommand());
+  program.addCommand(reportCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

@@ -1,0 +1,48 @@
+import { Command } from "commander";
+import { UsageError } from "./errors.ts";
+
+interface ReportFlags {
+  out: string;
+  names?: string;
+  title?: string;
+}
+
+/**
+ * `attnlip report DIR_A [DIR_B] --out report.html`: one self-contained HTML file comparing one
+ * or two runs (each folder holds analysis.json, and optionally attack.json, metrics.jsonl,
+ * config.json and train_state.json).
+ */
+export function reportCommand(): Command {
+  return new Command("report")
+    .description(
+      "self-contained HTML report (inline SVG charts, no scripts) comparing one or two run folders",
+    )
+    .argument("<runA>", "run folder with analysis.json (or analysis/analysis.json)")
+    .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
+    .requiredOption("--out <file>", "the HTML file to write")
+    .option("--names <a,b>", "names shown for the runs (default: the folder names)")
+    .option("--title <text>", "title of the report")
+    .action(async (runA: string, runB: string | undefined, flags: ReportFlags) => {
+      const dirs = runB === undefined ? [runA] : [runA, runB];
+      let names: string[] | undefined;
+      if (flags.names !== undefined) {
+        names = flags.names.split(",").map((n) => n.trim());
+        if (names.length !== dirs.length)
+          throw new UsageError(
+            `--names: expected ${dirs.length} name${dirs.length > 1 ? "s" : ""} (one per run), got ${names.length}`,
+          );
+        if (names.some((n) => n === "")) throw new UsageError("--names: a name is empty");
+        if (new Set(names).size !== names.length)
+          throw new UsageError("--names: the names must differ");
+      }
+      if (flags.title !== undefined && flags.title.trim() === "")
+        throw new UsageError("--title: empty title");
+      const { buildReport, writeReport } = await import("../report/report.ts");
+      const html = await buildReport(
+        dirs.map((dir, i) => ({ dir, name: names?.[i] })),
+        { title: flags.title },
+      );
+      await writeReport(flags.out, html);
+      console.log(`wrote ${flags.out} (${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`);
+    });
+}

@@ -1,0 +1,380 @@
+import type { TopLevelSpec } from "vega-lite";
+import { ENVELOPE_CURVES, envelopePoints } from "./envelope.ts";
+import {
+  histogram,
+  poolMap,
+  subsample,
+  type BoundPoint,
+  type EpochPoint,
+  type StepPoint,
+} from "./data.ts";
+
+/**
+ * The report's Vega-Lite specifications, one builder per chart. Each takes plain data and
+ * returns a specification with its data inline; render.ts turns it into SVG.
+ */
+
+/** Colours of the first and second run (blue, orange), the same in every chart. */
+export const RUN_COLOURS = ["#4c78a8", "#f58518"];
+
+/** Colours of the bound variants (the true value is drawn in black). */
+const VARIANT_COLOURS = [
+  "#4c78a8",
+  "#f58518",
+  "#e45756",
+  "#72b7b2",
+  "#54a24b",
+  "#eeca3b",
+  "#b279a2",
+  "#ff9da6",
+  "#9d755d",
+  "#bab0ac",
+];
+
+function runScale(runs: string[]) {
+  return { domain: runs, range: RUN_COLOURS.slice(0, runs.length) };
+}
+
+/** Attention rows of one run for chart (a) and (c). */
+export interface RunRows {
+  run: string;
+  top1: readonly number[];
+  sigma: readonly number[];
+}
+
+/**
+ * Chart (a): sigma against p_(1) for sampled attention rows, colour by run, with the upper
+ * envelope sigmaMax(p_(1)) and the lower bound p_(1)(1 - p_(1)) (envelope.ts).
+ *
+ * @param maxPoints rows drawn per run (evenly subsampled).
+ */
+export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpec {
+  const points = rows.flatMap((r) =>
+    subsample(
+      r.top1.map((p1, i) => ({ run: r.run, p1, sigma: r.sigma[i] })),
+      maxPoints,
+    ),
+  );
+  const runs = rows.map((r) => r.run);
+  return {
+    width: 460,
+    height: 300,
+    layer: [
+      {
+        data: { values: points },
+        mark: { type: "circle", size: 14, opacity: 0.4 },
+        encoding: {
+          x: {
+            field: "p1",
+            type: "quantitative",
+            scale: { domain: [0, 1] },
+            title: "p(1): largest probability of the attention row",
+          },
+          y: {
+            field: "sigma",
+            type: "quantitative",
+            scale: { domain: [0, 0.5] },
+            title: "sigma (softmax Jacobian norm)",
+          },
+          color: {
+            field: "run",
+            type: "nominal",
+            scale: runScale(runs),
+            title: "run",
+            legend: { symbolOpacity: 1 },
+          },
+        },
+      },
+      {
+        data: { values: envelopePoints(200) },
+        mark: { type: "line", color: "black", strokeWidth: 1.5 },
+        encoding: {
+          x: { field: "p1", type: "quantitative" },
+          y: { field: "sigma", type: "quantitative" },
+          strokeDash: {
+            field: "curve",
+            type: "nominal",
+            scale: {
+              domain: [ENVELOPE_CURVES.upper, ENVELOPE_CURVES.lower],
+              range: [
+                [1, 0],
+                [5, 4],
+              ],
+            },
+            title: "envelope",
+            legend: { labelLimit: 260, symbolStrokeWidth: 1.5 },
+          },
+        },
+      },
+    ],
+  } as TopLevelSpec;
+}
+
+/**
+ * Chart (b): per layer, the median of every bound variant and of the true value (black), log
+ * scale, one panel per run.
+ */
+export function boundsSpec(
+  points: BoundPoint[],
+  runs: string[],
+  layers: string[],
+  variants: string[],
+): TopLevelSpec {
+  const colour = {
+    field: "series",
+    type: "nominal",
+    scale: {
+      domain: [...variants, "true"],
+      range: [...VARIANT_COLOURS.slice(0, variants.length), "black"],
+    },
+    title: "median of",
+  };
+  const x = {
+    field: "layer",
+    type: "ordinal",
+    sort: layers,
+    title: "layer",
+    axis: { labelAngle: 0 },
+  };
+  const y = {
+    field: "median",
+    type: "quantitative",
+    scale: { type: "log" },
+    axis: { format: ".0e" },
+    title: "Lipschitz constant (log scale)",
+  };
+  return {
+    data: { values: points },
+    facet: {
+      column: {
+        field: "run",
+        type: "nominal",
+        sort: runs,
+        title: null,
+        header: { labelFontSize: 13, labelFontWeight: "bold" },
+      },
+    },
+    spec: {
+      width: Math.max(260, 70 * layers.length),
+      height: 300,
+      layer: [
+        {
+          transform: [{ filter: "datum.series !== 'true'" }],
+          mark: { type: "line", point: { size: 25 }, strokeWidth: 1.5 },
+          encoding: { x, y, color: colour },
+        },
+        {
+          transform: [{ filter: "datum.series === 'true'" }],
+          mark: { type: "line", point: { size: 50, filled: true }, strokeWidth: 3 },
+          encoding: { x, y, color: colour },
+        },
+      ],
+    },
+  } as TopLevelSpec;
+}
+
+/** Chart (c): distributions of p_(1) and of sigma over attention rows, one area per run (fractions of rows). */
+export function distributionsSpec(rows: RunRows[], bins = 40): TopLevelSpec {
+  const runs = rows.map((r) => r.run);
+  const panel = (
+    values: { run: string; x: number; fraction: number }[],
+    title: string,
+    domain: [number, number],
+  ) => ({
+    data: { values },
+    width: 320,
+    height: 220,
+    layer: [
+      {
+        mark: { type: "area", interpolate: "step", opacity: 0.3 },
+        encoding: {
+          x: { field: "x", type: "quantitative", scale: { domain }, title },
+          y: { field: "fraction", type: "quantitative", title: "fraction of rows", stack: null },
+          color: {
+            field: "run",
+            type: "nominal",
+            scale: runScale(runs),
+            title: "run",
+            legend: { symbolOpacity: 1 },
+          },
+        },
+      },
+      {
+        mark: { type: "line", interpolate: "step", strokeWidth: 1.5 },
+        encoding: {
+          x: { field: "x", type: "quantitative" },
+          y: { field: "fraction", type: "quantitative" },
+          color: { field: "run", type: "nominal", scale: runScale(runs) },
+        },
+      },
+    ],
+  });
+  const p1 = rows.flatMap((r) =>
+    histogram(r.top1, 0, 1, bins).map((b) => ({ run: r.run, x: b.mid, fraction: b.fraction })),
+  );
+  const sg = rows.flatMap((r) =>
+    histogram(r.sigma, 0, 0.5, bins).map((b) => ({ run: r.run, x: b.mid, fraction: b.fraction })),
+  );
+  return {
+    hconcat: [
+      panel(p1, "p(1): largest probability of the row", [0, 1]),
+      panel(sg, "sigma of the row", [0, 0.5]),
+    ],
+  } as TopLevelSpec;
+}
+
+/** One point of the robust-accuracy chart. */
+export interface RobustPoint {
+  run: string;
+  eps: number;
+  attack: "PGD" | "FGSM";
+  accuracy: number;
+}
+
+/** Chart (d): robust accuracy against epsilon, colour by run, PGD solid and FGSM dashed. */
+export function robustSpec(points: RobustPoint[], runs: string[], epsTitle: string): TopLevelSpec {
+  const x = { field: "eps", type: "quantitative", title: epsTitle };
+  const y = {
+    field: "accuracy",
+    type: "quantitative",
+    scale: { domain: [0, 1] },
+    axis: { format: "%" },
+    title: "robust accuracy",
+  };
+  const colour = { field: "run", type: "nominal", scale: runScale(runs), title: "run" };
+  return {
+    data: { values: points },
+    width: 460,
+    height: 280,
+    // Lines and points in separate layers, so that the attack legend shows dashes, not dots.
+    layer: [
+      {
+        mark: { type: "line", strokeWidth: 2 },
+        encoding: {
+          x,
+          y,
+          color: colour,
+          strokeDash: {
+            field: "attack",
+            type: "nominal",
+            scale: {
+              domain: ["PGD", "FGSM"],
+              range: [
+                [1, 0],
+                [6, 4],
+              ],
+            },
+            title: "attack",
+            legend: { symbolStrokeColor: "#333", symbolStrokeWidth: 2 },
+          },
+        },
+      },
+      {
+        mark: { type: "point", filled: true, size: 30 },
+        encoding: { x, y, color: colour },
+      },
+    ],
+  } as TopLevelSpec;
+}
+
+/**
+ * Chart (e): attention maps of one input, a grid of blocks (rows) x heads (columns), keys on x
+ * and queries on y. Maps longer than `maxCells` are average-pooled (the caption says so).
+ */
+export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64): TopLevelSpec {
+  const values: { block: string; head: string; q: number; k: number; p: number }[] = [];
+  maps.forEach((heads, b) =>
+    heads.forEach((map, h) => {
+      const { size, cells } = poolMap(map, n, maxCells);
+      for (let q = 0; q < size; q++)
+        for (let k = 0; k < size; k++)
+          values.push({ block: `block ${b}`, head: `head ${h}`, q, k, p: cells[q * size + k] });
+    }),
+  );
+  const heads = Math.max(...maps.map((h) => h.length));
+  let top = 0;
+  for (const v of values) if (v.p > top) top = v.p;
+  top = top > 0 ? top : 1;
+  // Whole pixels per cell, so that the rectangles' coordinates are integers.
+  const side = Math.min(n, maxCells);
+  const cell = side * Math.max(1, Math.round((heads > 6 ? 90 : 130) / side));
+  return {
+    data: { values },
+    facet: {
+      row: { field: "block", type: "ordinal", title: null, sort: maps.map((_, b) => `block ${b}`) },
+      column: {
+        field: "head",
+        type: "ordinal",
+        title: null,
+        sort: Array.from({ length: heads }, (_, h) => `head ${h}`),
+      },
+    },
+    spacing: 6,
+    spec: {
+      width: cell,
+      height: cell,
+      mark: { type: "rect" },
+      encoding: {
+        x: { field: "k", type: "ordinal", axis: null, title: "key" },
+        y: { field: "q", type: "ordinal", axis: null, title: "query" },
+        color: {
+          field: "p",
+          type: "quantitative",
+          scale: { scheme: "viridis", type: "sqrt", domain: [0, top], nice: false },
+          title: "probability",
+          legend: { gradientLength: 160 },
+        },
+      },
+    },
+  } as TopLevelSpec;
+}
+
+/** Chart (f): test accuracy per epoch and mean sigma during training (per step when recorded, else per epoch). */
+export function trainingSpec(
+  epochs: EpochPoint[],
+  steps: StepPoint[],
+  runs: string[],
+): TopLevelSpec {
+  const colour = { field: "run", type: "nominal", scale: runScale(runs), title: "run" };
+  const accuracy = epochs.filter((e) => e.testAccuracy !== null);
+  const panels: object[] = [];
+  if (accuracy.length > 0)
+    panels.push({
+      data: { values: accuracy },
+      width: 320,
+      height: 220,
+      mark: { type: "line", point: { size: 30 }, strokeWidth: 2 },
+      encoding: {
+        x: { field: "epoch", type: "quantitative", axis: { tickMinStep: 1 }, title: "epoch" },
+        y: {
+          field: "testAccuracy",
+          type: "quantitative",
+          scale: { zero: false },
+          axis: { format: "%" },
+          title: "test accuracy",
+        },
+        color: colour,
+      },
+    });
+  const sigmaByStep = steps.length > 0;
+  const sigmaValues: object[] = sigmaByStep
+    ? subsample(steps, 2000)
+    : epochs.filter((e) => e.meanSigma !== null);
+  if (sigmaValues.length > 0)
+    panels.push({
+      data: { values: sigmaValues },
+      width: 320,
+      height: 220,
+      mark: { type: "line", strokeWidth: sigmaByStep ? 1.2 : 2, point: !sigmaByStep },
+      encoding: {
+        x: {
+          field: sigmaByStep ? "step" : "epoch",
+          type: "quantitative",
+          title: sigmaByStep ? "training step" : "epoch",
+        },
+        y: { field: "meanSigma", type: "quantitative", title: "mean sigma of attention rows" },
+        color: colour,
+      },
+    });
+  return { hconcat: panels } as TopLevelSpec;
+}

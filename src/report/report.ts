@@ -1,0 +1,492 @@
+import { writeFileAtomically } from "../io/atomicWrite.ts";
+import { InputError } from "../softmax/parse.ts";
+import {
+  attentionMapsSpec,
+  boundsSpec,
+  distributionsSpec,
+  robustSpec,
+  RUN_COLOURS,
+  sigmaScatterSpec,
+  trainingSpec,
+  type RobustPoint,
+  type RunRows,
+} from "./charts.ts";
+import {
+  boundPoints,
+  layerOrder,
+  layerSummaries,
+  trainingCurves,
+  type EpochPoint,
+  type StepPoint,
+} from "./data.ts";
+import {
+  escapeHtml,
+  figure,
+  formatNumber,
+  formatPercent,
+  notAvailable,
+  page,
+  section,
+  table,
+  type Cell,
+} from "./html.ts";
+import { loadRun, type RunData } from "./load.ts";
+import { renderVegaLite } from "./render.ts";
+import type { Summary } from "../stats.ts";
+
+/** A run to report on: its folder and, optionally, the name shown for it. */
+export interface ReportRun {
+  dir: string;
+  name?: string;
+}
+
+/** Options of {@link buildReport}. */
+export interface ReportOptions {
+  /** Page title and headline (default "attnlip report: A vs B"). */
+  title?: string;
+  /** Largest attention map side drawn cell by cell; longer maps are average-pooled (default 64). */
+  maxMapSize?: number;
+}
+
+/** What the bound variants are, for the legend table (variants not listed are shown without a note). */
+const VARIANT_NOTES: Record<string, string> = {
+  paper: "the seed paper's form of the distribution-aware bound",
+  "t3-one": "prior art: softmax Jacobian norm bounded by 1",
+  "t3-half": "prior art: softmax Jacobian norm bounded by 1/2 (the global worst case)",
+  "t3-top2": "distribution-aware: each row's closed form p(1)(1 - p(1) + p(2))",
+  "t3-quad": "distribution-aware: each row's quadratic closed form (tighter than top2)",
+  "t3-exact": "distribution-aware: each row's exact sigma",
+  dist: "row-resolved refinement of the distribution-aware bound",
+  cov: "row-resolved refinement through the covariance of the values",
+  castin: "prior art: a ball bound (Castin et al.)",
+  true: "the true local Lipschitz constant (exact for the network, power iteration from below for blocks)",
+};
+
+const HOW_TO_READ = `Each bound is an upper bound on the <em>local Lipschitz constant</em> ‖Df(X)‖₂ at an input X:
+how much a block's output, or the network's logits, can change per unit change of the input. Beside
+the bounds is the <em>true value</em>, measured exactly for the whole network and by power iteration
+(from below) for each block. A bound is <em>tighter</em> when it is closer to the true value, that is
+when its ratio bound / true is closer to 1. The prior-art variants use the worst-case constants 1 and
+1/2 for the softmax; the distribution-aware variants (arXiv:2507.07814) use sigma, the spectral norm of
+each attention row's softmax Jacobian, which is small for peaked and for flat rows and reaches 1/2
+only for rows that split their mass evenly between two tokens. <em>JaSMin</em> is a training
+regularizer that penalises large sigma: a JaSMin run should show its attention rows lower in the
+sigma plot, smaller bounds, and higher robust accuracy at a small cost in clean accuracy.`;
+
+/** Distinct display names: the given one, else the folder name (its parent's for an `analysis` folder). */
+function displayNames(runs: ReportRun[]): string[] {
+  const names = runs.map((r) => {
+    if (r.name !== undefined) return r.name;
+    const parts = r.dir.replace(/[\\/]+$/, "").split(/[\\/]/);
+    const last = parts.at(-1) ?? r.dir;
+    return (last === "analysis" || last === "attack") && parts.length > 1
+      ? parts.at(-2)!
+      : last || r.dir;
+  });
+  return names.map((n, i) => (names.indexOf(n) < i ? `${n} (${i + 1})` : n));
+}
+
+function swatch(i: number): string {
+  return `<span class="swatch" style="background:${RUN_COLOURS[i]}"></span>`;
+}
+
+function quartiles(s: Summary | null): Cell {
+  if (s === null) return "—";
+  return {
+    html: `${escapeHtml(formatNumber(s.median))} <small>(${escapeHtml(formatNumber(s.q1))}–${escapeHtml(formatNumber(s.q3))})</small>`,
+    num: true,
+  };
+}
+
+function rowsOf(run: RunData): RunRows | null {
+  const r = run.analysis.attentionRows;
+  return r === undefined || r.top1.length === 0
+    ? null
+    : { run: run.name, top1: r.top1, sigma: r.sigma };
+}
+
+/** Names of runs lacking something, as a "not available" note (empty when none lacks it). */
+function missingNote(runs: RunData[], lacking: RunData[], what: string): string {
+  if (lacking.length === 0) return "";
+  const who = runs.length > 1 ? `${lacking.map((r) => r.name).join(", ")}: ` : "";
+  return notAvailable(`${who}${what}`);
+}
+
+async function sigmaSection(runs: RunData[]): Promise<string> {
+  const rows = runs.map(rowsOf);
+  const present = rows.filter((r): r is RunRows => r !== null);
+  const lacking = runs.filter((_, i) => rows[i] === null);
+  const note = missingNote(runs, lacking, "no attention rows in analysis.json");
+  if (present.length === 0) return section("sigma", "Attention rows: sigma against p(1)", note);
+  const counts = runs
+    .map((r) =>
+      r.analysis.attentionRows
+        ? `${r.name}: ${r.analysis.attentionRows.top1.length} of ${r.analysis.attentionRows.total ?? "?"} rows`
+        : null,
+    )
+    .filter((s) => s !== null)
+    .join("; ");
+  const scatter = figure(
+    "sigma-scatter",
+    await renderVegaLite(sigmaScatterSpec(present), "sigma-scatter"),
+    `Each point is one attention row (every block, head and input; ${counts}; at most 1500 drawn per run). ` +
+      "Solid curve: the largest sigma any row with that top probability can have (p(1) up to 1/2, 2 p(1)(1 - p(1)) above); " +
+      "dashed: the lower bound p(1)(1 - p(1)). Lower points mean smaller Jacobian norms and tighter distribution-aware bounds.",
+  );
+  const dist = figure(
+    "distributions",
+    await renderVegaLite(distributionsSpec(present), "distributions"),
+    "Distributions of p(1) and of sigma over the sampled attention rows, as fractions of each run's rows (40 bins).",
+  );
+  return (
+    section("sigma", "Attention rows: sigma against p(1)", note + scatter) +
+    "\n" +
+    section("distributions", "Distributions of p(1) and sigma", note + dist)
+  );
+}
+
+async function boundsSection(runs: RunData[]): Promise<string> {
+  const variants = [...new Set(runs.flatMap((r) => r.analysis.variants))];
+  const layers = layerOrder([...new Set(runs.flatMap((r) => Object.keys(r.analysis.layers)))]);
+  const points = boundPoints(runs);
+  const chart =
+    points.length === 0
+      ? notAvailable("no positive bound values to plot")
+      : figure(
+          "bounds",
+          await renderVegaLite(
+            boundsSpec(
+              points,
+              runs.map((r) => r.name),
+              layers,
+              variants,
+            ),
+            "bounds",
+          ),
+          "Median over inputs of every bound variant (colours) and of the true value (black, thick) per layer, log scale. " +
+            "The closer a curve lies to the black one, the tighter the bound.",
+        );
+  const legend = table(
+    ["variant", "what it is"],
+    [...variants, "true"].map((v) => [v, VARIANT_NOTES[v] ?? ""]),
+  );
+  const tables = runs
+    .map((run) => {
+      const sums = layerSummaries(run);
+      const header = ["", ...sums.map((s) => s.layer)];
+      const values = [
+        ...run.analysis.variants.map((v) => [v, ...sums.map((s) => quartiles(s.bounds[v]))]),
+        ["true", ...sums.map((s) => quartiles(s.true))],
+      ];
+      const ratios = run.analysis.variants.map((v) => [
+        v,
+        ...sums.map((s) => quartiles(s.ratios[v])),
+      ]);
+      const anyRatio = sums.some((s) => Object.values(s.ratios).some((r) => r !== null));
+      return (
+        `<h3>${escapeHtml(run.name)}</h3>` +
+        table(
+          header,
+          values,
+          `Median bound and true value per layer (q1–q3), ${run.analysis.inputs ?? "?"} inputs`,
+        ) +
+        (anyRatio
+          ? table(header, ratios, "Median ratio bound / true per layer (q1–q3)")
+          : notAvailable("ratios bound / true (no true values)"))
+      );
+    })
+    .join("\n");
+  return section("bounds", "Bounds against the true value, per layer", chart + legend + tables);
+}
+
+async function robustSection(runs: RunData[]): Promise<string> {
+  const withAttack = runs.filter((r) => r.attack !== null);
+  const note = missingNote(
+    runs,
+    runs.filter((r) => r.attack === null),
+    "no attack.json",
+  );
+  if (withAttack.length === 0)
+    return section("robustness", "Robust accuracy against epsilon", note);
+  const points: RobustPoint[] = [];
+  for (const run of withAttack) {
+    const a = run.attack!;
+    const hasZero = a.results.some((r) => r.eps === 0);
+    if (!hasZero && typeof a.cleanAccuracy === "number")
+      for (const attack of ["PGD", "FGSM"] as const)
+        points.push({ run: run.name, eps: 0, attack, accuracy: a.cleanAccuracy });
+    for (const r of a.results) {
+      if (r.pgd !== null)
+        points.push({ run: run.name, eps: r.eps, attack: "PGD", accuracy: r.pgd });
+      if (r.fgsm !== null)
+        points.push({ run: run.name, eps: r.eps, attack: "FGSM", accuracy: r.fgsm });
+    }
+  }
+  const norms = [...new Set(withAttack.map((r) => (r.attack!.norm === "linf" ? "l∞" : "l2")))];
+  const chart = figure(
+    "robustness",
+    await renderVegaLite(
+      robustSpec(
+        points,
+        runs.map((r) => r.name),
+        `epsilon (${norms.join(" / ")} norm)`,
+      ),
+      "robustness",
+    ),
+    "Accuracy under attack against the attack radius epsilon: PGD solid, FGSM dashed; epsilon 0 is the clean accuracy. Higher is more robust.",
+  );
+  const epsValues = [
+    ...new Set(withAttack.flatMap((r) => r.attack!.results.map((x) => x.eps))),
+  ].sort((a, b) => a - b);
+  const header = ["epsilon", ...withAttack.flatMap((r) => [`${r.name} PGD`, `${r.name} FGSM`])];
+  const rows: Cell[][] = [
+    [
+      "clean",
+      ...withAttack.flatMap((r) => [
+        formatPercent(r.attack!.cleanAccuracy),
+        formatPercent(r.attack!.cleanAccuracy),
+      ]),
+    ],
+    ...epsValues.map((eps) => [
+      formatNumber(eps),
+      ...withAttack.flatMap((r) => {
+        const hit = r.attack!.results.find((x) => x.eps === eps);
+        return [formatPercent(hit?.pgd), formatPercent(hit?.fgsm)];
+      }),
+    ]),
+  ];
+  const settings = table(
+    ["setting", ...withAttack.map((r) => r.name)],
+    [
+      ["norm", ...withAttack.map((r) => r.attack!.norm)],
+      ["inputs", ...withAttack.map((r) => formatNumber(r.attack!.n))],
+      ["PGD steps", ...withAttack.map((r) => formatNumber(r.attack!.steps))],
+      ["PGD step size", ...withAttack.map((r) => formatNumber(r.attack!.stepSize))],
+      ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
+      ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
+      [
+        "certified-radius proxy, median (q1–q3)",
+        ...withAttack.map((r): Cell => {
+          const p = r.attack!.proxy;
+          return p === undefined
+            ? "—"
+            : quartiles({ median: p.median ?? NaN, q1: p.q1 ?? NaN, q3: p.q3 ?? NaN } as Summary);
+        }),
+      ],
+      ["seconds", ...withAttack.map((r) => formatNumber(r.attack!.seconds))],
+    ],
+    "Attack settings",
+  );
+  return section(
+    "robustness",
+    "Robust accuracy against epsilon",
+    note + chart + table(header, rows, "Clean and robust accuracy per epsilon") + settings,
+  );
+}
+
+async function mapsSection(runs: RunData[], maxMapSize: number): Promise<string> {
+  const parts: string[] = [];
+  for (const run of runs) {
+    const m = run.analysis.attentionMaps;
+    const title = runs.length > 1 ? `<h3>${escapeHtml(run.name)}</h3>` : "";
+    if (
+      m === undefined ||
+      m.n === 0 ||
+      m.maps.length === 0 ||
+      m.maps.every((h) => h.length === 0)
+    ) {
+      parts.push(
+        title +
+          notAvailable(
+            `${runs.length > 1 ? run.name + ": " : ""}no attention maps in analysis.json`,
+          ),
+      );
+      continue;
+    }
+    const pooled =
+      m.n > maxMapSize
+        ? ` Maps are average-pooled to at most ${maxMapSize} x ${maxMapSize} cells.`
+        : "";
+    parts.push(
+      title +
+        figure(
+          `attention-maps-${runs.indexOf(run)}`,
+          await renderVegaLite(
+            attentionMapsSpec(m.maps, m.n, maxMapSize),
+            `maps-${runs.indexOf(run)}`,
+          ),
+          `${run.name}: attention probabilities of the first input, one map per block (rows) and head (columns); ` +
+            `query on the vertical axis (top first), key on the horizontal, ${m.n} positions; square-root colour scale.${pooled}`,
+        ),
+    );
+  }
+  return section("attention-maps", "Attention maps of one input", parts.join("\n"));
+}
+
+async function trainingSection(runs: RunData[]): Promise<string> {
+  const curves = runs.map(trainingCurves);
+  const lacking = runs.filter((_, i) => curves[i] === null);
+  const note = missingNote(runs, lacking, "no metrics.jsonl (and no train_state.json history)");
+  const epochs: EpochPoint[] = curves.flatMap((c) => c?.epochs ?? []);
+  const steps: StepPoint[] = curves.flatMap((c) => c?.steps ?? []);
+  const drawable =
+    epochs.some((e) => e.testAccuracy !== null || e.meanSigma !== null) || steps.length > 0;
+  if (!drawable)
+    return section("training", "Training curves", note || notAvailable("no training records"));
+  const chart = figure(
+    "training",
+    await renderVegaLite(
+      trainingSpec(
+        epochs,
+        steps,
+        runs.map((r) => r.name),
+      ),
+      "training",
+    ),
+    "Left: test accuracy after each epoch. Right: mean sigma of the attention rows during training (what JaSMin pushes down).",
+  );
+  return section("training", "Training curves", note + chart);
+}
+
+function get(obj: unknown, path: string): unknown {
+  let v: unknown = obj;
+  for (const key of path.split(".")) {
+    if (typeof v !== "object" || v === null) return undefined;
+    v = (v as Record<string, unknown>)[key];
+  }
+  return v;
+}
+
+function show(v: unknown): string {
+  if (v === undefined) return "—";
+  if (v === null) return "null";
+  if (typeof v === "number") return formatNumber(v);
+  if (typeof v === "string") return v;
+  return JSON.stringify(v);
+}
+
+function configSection(runs: RunData[]): string {
+  const header = ["", ...runs.map((r) => r.name)];
+  const analysisKeys = ["source", "data", "inputs", "inputSpace", "seed", "mlp"];
+  const rows: Cell[][] = [
+    ["folder", ...runs.map((r) => r.dir)],
+    ...analysisKeys.map((k) => [`analysis: ${k}`, ...runs.map((r) => show(get(r.analysis, k)))]),
+  ];
+  // The model the analysis ran on; config.json of the folder when analysis.json does not say.
+  const modelOf = (r: RunData) => r.analysis.model ?? r.config ?? {};
+  const modelKeys = [...new Set(runs.flatMap((r) => Object.keys(modelOf(r))))];
+  for (const k of modelKeys)
+    rows.push([`model: ${k}`, ...runs.map((r) => show(get(modelOf(r), k)))]);
+  const stateKeys = [
+    "epoch",
+    "epochs",
+    "step",
+    "batchSize",
+    "seed",
+    "data.spec",
+    "jasmin.lambda",
+    "jasmin.norm",
+    "jasmin.reduce",
+    "jasmin.layers",
+    "optimizer.lr",
+    "optimizer.weightDecay",
+    "optimizer.warmupSteps",
+    "optimizer.clip",
+    "trainSeconds",
+  ];
+  if (runs.some((r) => r.trainState !== null)) {
+    for (const k of stateKeys)
+      rows.push([
+        `training: ${k}`,
+        ...runs.map((r) => (r.trainState === null ? "—" : show(get(r.trainState, k)))),
+      ]);
+    rows.push([
+      "training: final test accuracy",
+      ...runs.map((r) => {
+        const h = get(r.trainState, "history");
+        const last = Array.isArray(h)
+          ? (h.at(-1) as Record<string, unknown> | undefined)
+          : undefined;
+        return typeof last?.testAccuracy === "number" ? formatPercent(last.testAccuracy) : "—";
+      }),
+    ]);
+  }
+  const roles = ["analysis", "attack", "metrics", "config", "trainState"];
+  const fileNames: Record<string, string> = {
+    analysis: "analysis.json",
+    attack: "attack.json",
+    metrics: "metrics.jsonl",
+    config: "config.json",
+    trainState: "train_state.json",
+  };
+  const files = table(
+    ["file", ...runs.map((r) => r.name)],
+    roles.map((role) => [fileNames[role], ...runs.map((r) => r.files[role] ?? "not available")]),
+    "Files read",
+  );
+  const stateNote = runs.every((r) => r.trainState === null)
+    ? notAvailable("no train_state.json (training settings)")
+    : "";
+  return section(
+    "configuration",
+    "Run configuration",
+    table(header, rows, "Configuration") + stateNote + files,
+  );
+}
+
+/**
+ * Builds the HTML report comparing one or two runs: a self-contained page (inline CSS and
+ * inline SVG charts rendered from Vega-Lite in Node, no scripts, no external references).
+ * Sections for which a run has no data say "not available".
+ *
+ * @param runs one or two run folders (with optional display names).
+ * @throws InputError when there are not one or two runs, or a run folder cannot be read
+ *   (see {@link loadRun}).
+ */
+export async function buildReport(runs: ReportRun[], options: ReportOptions = {}): Promise<string> {
+  if (runs.length < 1 || runs.length > 2)
+    throw new InputError(`report: expected one or two run folders, got ${runs.length}`);
+  const names = displayNames(runs);
+  const data: RunData[] = [];
+  for (let i = 0; i < runs.length; i++) data.push(await loadRun(runs[i].dir, names[i]));
+  const title = options.title ?? `attnlip report: ${names.join(" vs ")}`;
+  const maxMapSize = options.maxMapSize ?? 64;
+
+  const sections = [
+    await sigmaSection(data),
+    await boundsSection(data),
+    await robustSection(data),
+    await mapsSection(data, maxMapSize),
+    await trainingSection(data),
+    configSection(data),
+  ];
+  const contents = [
+    ["sigma", "Attention rows: sigma against p(1)"],
+    ["distributions", "Distributions of p(1) and sigma"],
+    ["bounds", "Bounds against the true value"],
+    ["robustness", "Robust accuracy"],
+    ["attention-maps", "Attention maps"],
+    ["training", "Training curves"],
+    ["configuration", "Run configuration"],
+  ].filter(([id]) => sections.some((s) => s.includes(`<section id="${id}">`)));
+  const runLine = data
+    .map(
+      (r, i) =>
+        `${swatch(i)}<strong>${escapeHtml(r.name)}</strong> <small>(${escapeHtml(r.dir)})</small>`,
+    )
+    .join(" &nbsp;vs&nbsp; ");
+  const body = [
+    `<h1>${escapeHtml(title)}</h1>`,
+    `<p class="runs">${runLine}</p>`,
+    `<div class="howto"><strong>How to read this report.</strong> ${HOW_TO_READ}</div>`,
+    `<nav><ol>${contents.map(([id, t]) => `<li><a href="#${id}">${escapeHtml(t)}</a></li>`).join("")}</ol></nav>`,
+    ...sections,
+    `<footer>Made by attnlip report. Charts: Vega-Lite, rendered to SVG without a browser. This file needs no network.</footer>`,
+  ];
+  return page(title, body.join("\n"));
+}
+
+/** Writes the report atomically (a temporary file, then rename), creating the folder. */
+export async function writeReport(path: string, html: string): Promise<void> {
+  await writeFileAtomically(path, html);
+}

@@ -1,0 +1,62 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runAttnlip } from "../helpers/cli.ts";
+import { FIXTURES } from "./helpers.ts";
+
+test("attnlip report A B --out writes one HTML file comparing both runs", () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-cli-"));
+  const out = join(dir, "out", "report.html");
+  const r = runAttnlip([
+    "report",
+    FIXTURES.baseline,
+    FIXTURES.jasmin,
+    "--out",
+    out,
+    "--names",
+    "base,jas",
+    "--title",
+    "My title",
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^wrote .*report\.html \(\d+ KiB\)\n$/);
+  const html = readFileSync(out, "utf8");
+  assert.match(html, /<h1>My title<\/h1>/);
+  assert.match(html, /<strong>base<\/strong>/);
+  assert.match(html, /<strong>jas<\/strong>/);
+  rmSync(dir, { recursive: true });
+});
+
+test("attnlip report: bad input exits 2 with one line and writes nothing", () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-cli-"));
+  const out = join(dir, "report.html");
+  mkdirSync(join(dir, "empty"));
+  mkdirSync(join(dir, "broken"));
+  writeFileSync(join(dir, "broken", "analysis.json"), '{"variants": ["a"], "layers": ');
+  const cases: [string[], RegExp][] = [
+    [[join(dir, "nope")], /^attnlip: run folder .*nope does not exist\n$/],
+    [[join(dir, "empty")], /^attnlip: run folder .*empty holds no analysis\.json/],
+    [[join(dir, "broken")], /^attnlip: .*broken\/analysis\.json: invalid JSON/],
+    [
+      [FIXTURES.minimal, "--names", "a,b"],
+      /^attnlip: --names: expected 1 name \(one per run\), got 2\n$/,
+    ],
+    [
+      [FIXTURES.minimal, FIXTURES.minimal, "--names", "a,a"],
+      /^attnlip: --names: the names must differ\n$/,
+    ],
+  ];
+  for (const [args, message] of cases) {
+    const r = runAttnlip(["report", ...args, "--out", out]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.equal(r.stderr.trim().split("\n").length, 1);
+    assert.ok(!existsSync(out));
+  }
+  const noOut = runAttnlip(["report", FIXTURES.minimal]);
+  assert.equal(noOut.code, 2);
+  assert.match(noOut.stderr, /--out/);
+  rmSync(dir, { recursive: true });
+});
