@@ -1,5 +1,6 @@
 import { Command, CommanderError } from "commander";
 import { sigmaCommand } from "./sigmaCommand.ts";
+import { demoCommand } from "./demoCommand.ts";
 import { analyzeCommand } from "./analyzeCommand.ts";
 import { trainCommand } from "./trainCommand.ts";
 import { attackCommand } from "./attackCommand.ts";
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
     .version("0.1.0")
     .showHelpAfterError(false)
     .exitOverride();
+  program.addCommand(demoCommand());
   program.addCommand(sigmaCommand());
   program.addCommand(trainCommand());
   program.addCommand(analyzeCommand());

@@ -57,7 +57,7 @@ const AttackSchema = z.looseObject({
   n: z.number().optional(),
   norm: z.enum(["linf", "l2"]),
   steps: z.number().optional(),
-  stepSize: z.number().optional(),
+  stepSize: z.number().nullable().optional(), // null: the default rule 2.5 eps / steps
   seed: z.number().optional(),
   cleanAccuracy: z.number().nullable().optional(),
   results: z.array(

@@ -261,7 +261,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
       ["norm", ...withAttack.map((r) => r.attack!.norm)],
       ["inputs", ...withAttack.map((r) => formatNumber(r.attack!.n))],
       ["PGD steps", ...withAttack.map((r) => formatNumber(r.attack!.steps))],
-      ["PGD step size", ...withAttack.map((r) => formatNumber(r.attack!.stepSize))],
+      ["PGD step size", ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
       [

@@ -1,0 +1,175 @@
+import { rm } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { useBackend, type BackendName } from "../backend.ts";
+import { train } from "../train/trainer.ts";
+import { isCheckpointFolder } from "../train/checkpoint.ts";
+import { runAnalyze } from "../analysis/run.ts";
+import type { Analysis } from "../analysis/analyze.ts";
+import { runAttack, type AttackFile } from "../robustness/run.ts";
+import { buildReport, writeReport } from "../report/index.ts";
+import { writeJsonAtomically } from "../io/atomicWrite.ts";
+import { renderTable, formatNumber } from "../cli/table.ts";
+import { mean } from "simple-statistics";
+import type { DemoSettings } from "./settings.ts";
+
+/** Options of {@link runDemo}. */
+export interface DemoOptions {
+  settings: DemoSettings;
+  out: string;
+  seed: number;
+  backend: BackendName;
+  /** JaSMin weight of the second run; defaults to settings.jasmin. */
+  jasmin?: number;
+}
+
+/** One trained model's figures in the demo's summary. */
+export interface DemoRunSummary {
+  name: string;
+  jasmin: number;
+  cleanAccuracy: number;
+  robustAccuracy: { eps: number; pgd: number | null; fgsm: number | null }[];
+  networkTrueMedian: number | null;
+  networkBoundMedian: Record<string, number>;
+  tightness: Record<string, number | null>;
+  meanSigma: number;
+  meanTop1: number;
+  trainSeconds: number;
+  imagesPerSecond: number;
+}
+
+const REPORTED = ["paper", "t3-half", "t3-top2", "cov"] as const;
+const pct = (v: number | null | undefined) => (v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`);
+
+/**
+ * The main job: on the embedded MNIST digits, trains the ViT twice (without and with JaSMin,
+ * same seed), then for both models analyses the test digits (every bound variant per layer
+ * and for the network, beside the true values), runs FGSM and PGD at several epsilons, prints
+ * a summary table and writes OUT/{baseline,jasmin}/ (checkpoints, metrics, analysis.json,
+ * attack.json), OUT/summary.json and OUT/report.html.
+ *
+ * Previous demo results in OUT/baseline and OUT/jasmin are replaced (only checkpoint folders).
+ *
+ * @throws InputError subclasses on bad settings; UsageError when OUT holds something else.
+ */
+export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
+  const { settings, seed, backend } = options;
+  const out = resolve(options.out);
+  const lambda = options.jasmin ?? settings.jasmin;
+  await useBackend(backend);
+  const started = performance.now();
+  const runs = [
+    { name: "baseline", jasmin: 0 },
+    { name: "jasmin", jasmin: lambda },
+  ];
+  const stages = runs.length * 3 + 1;
+  let stage = 0;
+  const step = (what: string) => console.log(`\n[${++stage}/${stages}] ${what}`);
+  const summaries: DemoRunSummary[] = [];
+
+  for (const run of runs) {
+    const dir = join(out, run.name);
+    if (isCheckpointFolder(dir)) await rm(dir, { recursive: true, force: true });
+    step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} embedded digits, ${settings.epochs} epoch(s)`);
+    const trained = await train({
+      data: "mnist",
+      model: settings.model as never,
+      epochs: settings.epochs,
+      batchSize: settings.batch,
+      lr: settings.lr,
+      jasmin: { lambda: run.jasmin },
+      seed,
+      out: dir,
+      limit: settings.trainSize,
+    });
+    trained.model.dispose();
+
+    step(`analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test digits`);
+    const analysis = await runAnalyze({
+      checkpoint: dir,
+      model: "vit-tiny",
+      seed,
+      data: "mnist",
+      n: settings.analyzeN,
+      out: dir,
+      backend,
+      mlp: "local",
+      headTruth: false,
+      blockTruth: true,
+      iterations: settings.iterations,
+      print: false,
+    });
+
+    step(`attacking ${run.name}: FGSM and PGD (l_inf) at eps ${settings.eps.join(", ")} on ${settings.attackN} test digits`);
+    const attack = await runAttack({
+      checkpoint: dir,
+      model: "vit-tiny",
+      randomInit: false,
+      data: "mnist",
+      norm: "linf",
+      eps: settings.eps,
+      steps: settings.steps,
+      stepSize: null,
+      n: settings.attackN,
+      batch: 50,
+      seed,
+      attacks: ["fgsm", "pgd"],
+      backend,
+      out: join(dir, "attack.json"),
+    });
+    summaries.push(summarizeRun(run.name, run.jasmin, analysis, attack, trained));
+  }
+
+  step("writing the report");
+  const html = await buildReport(
+    runs.map((r) => ({ dir: join(out, r.name), name: r.name === "jasmin" ? `JaSMin (lambda ${lambda})` : "baseline" })),
+    { title: "attnlip demo: vit-tiny on MNIST, without and with JaSMin" },
+  );
+  const reportPath = join(out, "report.html");
+  await writeReport(reportPath, html);
+  const seconds = (performance.now() - started) / 1000;
+  await writeJsonAtomically(join(out, "summary.json"), { settings, seed, backend, seconds, runs: summaries });
+  console.log(`\n${summaryTable(summaries)}`);
+  console.log(`demo finished in ${(seconds / 60).toFixed(1)} min; report: ${reportPath}`);
+  return summaries;
+}
+
+function summarizeRun(
+  name: string,
+  jasmin: number,
+  analysis: Analysis,
+  attack: AttackFile,
+  trained: { imagesPerSecond: number; trainSeconds: number },
+): DemoRunSummary {
+  const net = analysis.summary.network;
+  const rows = analysis.attentionRows;
+  return {
+    name,
+    jasmin,
+    cleanAccuracy: attack.cleanAccuracy,
+    robustAccuracy: attack.results,
+    networkTrueMedian: net.true?.median ?? null,
+    networkBoundMedian: Object.fromEntries(REPORTED.map((v) => [v, net.bounds[v].median])),
+    tightness: Object.fromEntries(REPORTED.map((v) => [v, net.ratios?.[v].median ?? null])),
+    meanSigma: rows.sigma.length > 0 ? mean(rows.sigma) : NaN,
+    meanTop1: rows.top1.length > 0 ? mean(rows.top1) : NaN,
+    trainSeconds: trained.trainSeconds,
+    imagesPerSecond: trained.imagesPerSecond,
+  };
+}
+
+/** The demo's printed summary: one column per run. */
+export function summaryTable(runs: DemoRunSummary[]): string {
+  const rows: (string | number)[][] = [];
+  rows.push(["JaSMin lambda", ...runs.map((r) => r.jasmin)]);
+  rows.push(["clean accuracy (attacked digits)", ...runs.map((r) => pct(r.cleanAccuracy))]);
+  const eps = runs[0].robustAccuracy.map((r) => r.eps).filter((e) => e > 0);
+  for (const e of eps)
+    rows.push([`PGD robust accuracy, eps ${e}`, ...runs.map((r) => pct(r.robustAccuracy.find((x) => x.eps === e)?.pgd))]);
+  rows.push(["median network Lipschitz, true", ...runs.map((r) => formatNumber(r.networkTrueMedian))]);
+  for (const v of REPORTED) rows.push([`median network bound, ${v}`, ...runs.map((r) => formatNumber(r.networkBoundMedian[v]))]);
+  for (const v of REPORTED) rows.push([`tightness ${v} (bound/true)`, ...runs.map((r) => formatNumber(r.tightness[v]))]);
+  rows.push(["mean sigma of attention rows", ...runs.map((r) => formatNumber(r.meanSigma))]);
+  rows.push(["mean p_(1) of attention rows", ...runs.map((r) => formatNumber(r.meanTop1))]);
+  rows.push(["training images/s", ...runs.map((r) => formatNumber(r.imagesPerSecond, 3))]);
+  return renderTable(["", ...runs.map((r) => r.name)], rows);
+}

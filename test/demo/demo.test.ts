@@ -1,0 +1,47 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runAttnlip } from "../helpers/cli.ts";
+
+test("attnlip demo --quick trains both models, analyses, attacks and writes the report; a rerun replaces it", () => {
+  const out = join(mkdtempSync(join(tmpdir(), "attnlip-demo-")), "demo");
+  for (let round = 0; round < 2; round++) {
+    const r = runAttnlip(["demo", "--quick", "--out", out], { timeoutMs: 300_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /median network Lipschitz, true/);
+    assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
+  }
+  for (const run of ["baseline", "jasmin"])
+    for (const file of ["config.json", "model.safetensors", "metrics.jsonl", "analysis.json", "attack.json"])
+      assert.ok(existsSync(join(out, run, file)), `${run}/${file}`);
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
+  assert.deepEqual(summary.runs.map((r: { name: string }) => r.name), ["baseline", "jasmin"]);
+  assert.ok(summary.runs[1].jasmin > 0 && summary.runs[0].jasmin === 0);
+  for (const run of summary.runs) {
+    assert.ok(run.networkTrueMedian > 0);
+    for (const ratio of Object.values(run.tightness) as number[]) assert.ok(ratio >= 1, "bounds at or above the truth");
+  }
+  const html = readFileSync(join(out, "report.html"), "utf8");
+  assert.match(html, /<svg/);
+  assert.doesNotMatch(html, /https?:\/\//);
+});
+
+test("attnlip demo rejects bad input with exit 2 and one line", () => {
+  const file = join(mkdtempSync(join(tmpdir(), "attnlip-demo-bad-")), "not-a-folder");
+  writeFileSync(file, "x");
+  const cases: [string[], RegExp][] = [
+    [["demo", "--quick", "--seed", "-1"], /--seed: expected an integer >= 0/],
+    [["demo", "--quick", "--jasmin", "abc"], /--jasmin:/],
+    [["demo", "--quick", "--backend", "gpu"], /gpu/],
+    [["demo", "--quick", "--out", file], /not-a-folder/],
+  ];
+  for (const [args, message] of cases) {
+    const r = runAttnlip(args, { timeoutMs: 120_000 });
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(lines[0], message);
+  }
+});
