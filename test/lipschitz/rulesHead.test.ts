@@ -15,7 +15,7 @@ import {
   sqrtFactor,
   symMaxEigenvalue,
   gramCols,
-} from "../../src/lipschitz/rules/linalg.ts";
+} from "../../src/lipschitz/linalg.ts";
 import { attention64 } from "../../src/nn/reference64.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 import {

@@ -2,7 +2,7 @@
 // analytic and finite-difference Jacobians, and their largest singular value.
 import { gaussian, mulberry32 } from "../helpers/random.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
-import { spectralNorm } from "../../src/lipschitz/rules/linalg.ts";
+import { spectralNorm } from "../../src/lipschitz/linalg.ts";
 import type { HeadWeights } from "../../src/lipschitz/rules/attentionHead.ts";
 
 export { gaussian, mulberry32 };

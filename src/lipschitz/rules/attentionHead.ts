@@ -1,7 +1,7 @@
 import { rowStats } from "../../softmax/rowStats.ts";
 import { solveSecular } from "../../softmax/sigma.ts";
 import { sigmaQuadFromStats, sigmaTop2FromStats } from "../../softmax/closedForm.ts";
-import { congruence, gramCols, spectralNorm, sqrtFactor, symMaxEigenvalue } from "./linalg.ts";
+import { congruence, gramCols, spectralNorm, sqrtFactor, symMaxEigenvalue } from "../linalg.ts";
 
 /**
  * Local Lipschitz bounds of ONE attention head at an input X (MATH.md section 2), in float64.

@@ -1,4 +1,4 @@
-import { spectralNorm } from "./linalg.ts";
+import { spectralNorm } from "../linalg.ts";
 
 /**
  * Embedding factors (MATH.md section 3, network composition).

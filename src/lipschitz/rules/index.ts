@@ -38,4 +38,4 @@ export {
   gramRows,
   matMul,
   congruence,
-} from "./linalg.ts";
+} from "../linalg.ts";

@@ -1,5 +1,5 @@
 import { GELU_DERIVATIVE_MAX, geluDerivative } from "../../nn/gelu.ts";
-import { symMaxEigenvalue } from "./linalg.ts";
+import { symMaxEigenvalue } from "../linalg.ts";
 
 /**
  * Local Lipschitz rule of the row-wise MLP y = act(x W_1 + b_1) W_2 + b_2 (MATH.md section 3;

@@ -1,5 +1,5 @@
 import { layerNormBound } from "./layerNorm.ts";
-import { spectralNorm } from "./linalg.ts";
+import { spectralNorm } from "../linalg.ts";
 
 /**
  * The final LayerNorm with pooling, and the linear head (MATH.md section 3).

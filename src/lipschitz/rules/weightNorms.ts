@@ -1,6 +1,6 @@
 import type { NamedArray } from "../../nn/params.ts";
 import { headWeightNorms, type HeadNorms, type HeadWeights } from "./attentionHead.ts";
-import { spectralNorm } from "./linalg.ts";
+import { spectralNorm } from "../linalg.ts";
 
 /** Weights by name, as `model.getWeights()` returns them. */
 export type Weights = Map<string, NamedArray>;

@@ -1,6 +1,6 @@
 import { tf } from "../../backend.ts";
 import { jvp, outputShape, vjp, type TensorFn } from "./jacobianProducts.ts";
-import { spectralNorm } from "./symmetricEigen.ts";
+import { spectralNorm } from "../linalg.ts";
 
 /**
  * The full dense Jacobian of a tensor map for small sizes: the test oracle of the power

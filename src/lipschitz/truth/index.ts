@@ -22,4 +22,4 @@ export {
   type LogitsFn,
   type NetworkLipschitzOptions,
 } from "./inputJacobian.ts";
-export { symmetricEigenvalues, spectralNorm } from "./symmetricEigen.ts";
+export { symEigen, spectralNorm } from "../linalg.ts";

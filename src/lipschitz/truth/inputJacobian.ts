@@ -1,7 +1,7 @@
 import { oneHotFloat, tf } from "../../backend.ts";
 import type { TransformerClassifier } from "../../nn/model.ts";
 import type { DenseJacobian } from "./denseJacobian.ts";
-import { spectralNorm } from "./symmetricEigen.ts";
+import { spectralNorm } from "../linalg.ts";
 
 /**
  * The exact end-to-end local Lipschitz constant of a classifier (MATH.md section 3, last item):

@@ -207,6 +207,8 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
  * @throws RangeError on non-finite entries.
  */
 export function spectralNorm(m: ArrayLike<number>, rows: number, cols: number): number {
+  if (m.length !== rows * cols)
+    throw new RangeError(`spectralNorm: expected ${rows} x ${cols} entries, got ${m.length}`);
   if (rows === 0 || cols === 0) return 0;
   const g = cols <= rows ? gramCols(m, rows, cols) : gramRows(m, rows, cols);
   return Math.sqrt(Math.max(symMaxEigenvalue(g, Math.min(rows, cols)), 0));
@@ -223,6 +225,7 @@ export function symEigen(
   a: ArrayLike<number>,
   m: number,
 ): { values: Float64Array; vectors: Float64Array } {
+  if (a.length !== m * m) throw new RangeError(`symEigen: expected ${m} x ${m} entries, got ${a.length}`);
   const w = Float64Array.from({ length: m * m }, (_, i) => a[i]);
   const u = new Float64Array(m * m);
   for (let i = 0; i < m; i++) u[i * m + i] = 1;
