@@ -1,6 +1,7 @@
 import { writeJsonAtomically } from "../src/io/atomicWrite.ts";
 import { benchSoftmax } from "./softmax.bench.ts";
 import { benchLipschitz } from "./lipschitz.bench.ts";
+import { benchTrain } from "./train.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -9,6 +10,7 @@ import { benchLipschitz } from "./lipschitz.bench.ts";
 const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   softmax: benchSoftmax,
   lipschitz: benchLipschitz,
+  train: benchTrain,
 };
 
 const wanted = process.argv.slice(2);

@@ -30,11 +30,11 @@ export const FULL_DEMO: DemoSettings = {
   batch: 32,
   lr: 2e-3,
   jasmin: 0.1,
-  analyzeN: 16,
-  attackN: 100,
+  analyzeN: 12,
+  attackN: 80,
   eps: [0, 0.005, 0.01, 0.02],
   steps: 10,
-  iterations: 60,
+  iterations: 50,
 };
 
 export const QUICK_DEMO: DemoSettings = {

@@ -71,7 +71,9 @@ when its ratio bound / true is closer to 1. The prior-art variants use the worst
 each attention row's softmax Jacobian, which is small for peaked and for flat rows and reaches 1/2
 only for rows that split their mass evenly between two tokens. <em>JaSMin</em> is a training
 regularizer that penalises large sigma: a JaSMin run should show its attention rows lower in the
-sigma plot, smaller bounds, and higher robust accuracy at a small cost in clean accuracy.`;
+sigma plot and smaller distribution-aware bounds; whether its true Lipschitz constant and its robust
+accuracy improve too, and at what cost in clean accuracy, is what the tables and the robustness chart
+measure.`;
 
 /** Distinct display names: the given one, else the folder name (its parent's for an `analysis` folder). */
 function displayNames(runs: ReportRun[]): string[] {
