@@ -6,7 +6,9 @@ interface AnalyzeFlags {
   model: string;
   randomInit?: boolean;
   seed: string;
-  data: string;
+  data?: string;
+  textColumn?: string;
+  labelColumn?: string;
   n: string;
   out?: string;
   backend: string;
@@ -45,7 +47,12 @@ export function analyzeCommand(): Command {
     .option("--model <preset>", "model preset when no checkpoint is given", "vit-tiny")
     .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
     .option("--seed <int>", "seed of the initialisation and of the data split", "0")
-    .option("--data <spec>", "mnist (embedded) | idx:DIR | cifar10:DIR; the test split is used", "mnist")
+    .option(
+      "--data <spec>",
+      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [mnist; a text checkpoint: its own data]",
+    )
+    .option("--text-column <name>", "text data files: the column / key of the text [the checkpoint's, else text]")
+    .option("--label-column <name>", "text data files: the column / key of the label [the checkpoint's, else label]")
     .option("--n <int>", "number of test inputs", "16")
     .option("--out <dir>", "write analysis.json and analysis.csv here")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
@@ -70,6 +77,8 @@ export function analyzeCommand(): Command {
         model: flags.model,
         seed: opts.seed,
         data: flags.data,
+        textColumn: flags.textColumn,
+        labelColumn: flags.labelColumn,
         n: opts.n,
         out: flags.out,
         backend: flags.backend as "wasm" | "cpu",

@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { z } from "zod";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
+import { isTextDataSpec } from "../data/text/dataset.ts";
 import { UsageError } from "./errors.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
@@ -19,6 +20,8 @@ export interface RawAttackOptions {
   attack?: string;
   backend?: string;
   out?: string;
+  textColumn?: string;
+  labelColumn?: string;
 }
 
 /** Flag spelled as the user typed it, by option key. */
@@ -36,6 +39,8 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   attack: "--attack",
   backend: "--backend",
   out: "--out",
+  textColumn: "--text-column",
+  labelColumn: "--label-column",
 };
 
 /** Largest l_inf radius: the whole [0, 1] range. */
@@ -70,9 +75,13 @@ const AttackFlagsSchema = z.object({
     .string()
     .superRefine((s, ctx) => {
       try {
-        parseDataSpec(s);
+        if (!isTextDataSpec(s)) parseDataSpec(s);
       } catch {
-        ctx.addIssue({ code: "custom", message: "expected mnist, idx:DIR or cifar10:DIR" });
+        ctx.addIssue({
+          code: "custom",
+          message:
+            "expected mnist, idx:DIR or cifar10:DIR (images), or spam, csv:FILE or jsonl:FILE (text)",
+        });
       }
     })
     .optional(),
@@ -105,6 +114,8 @@ const AttackFlagsSchema = z.object({
     .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
     .optional(),
   out: z.string().min(1, "must not be empty").optional(),
+  textColumn: z.string().min(1, "must not be empty").optional(),
+  labelColumn: z.string().min(1, "must not be empty").optional(),
 });
 
 /** Validated flags with defaults filled. */
@@ -176,7 +187,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
 export function attackCommand(): Command {
   return new Command("attack")
     .description(
-      "robust accuracy under FGSM and PGD (l_inf or l_2, inputs clipped to [0, 1], model in inference mode) and the margin / (sqrt(2) L) proxy radius",
+      "robust accuracy under FGSM and PGD (l_inf or l_2; images: inputs clipped to [0, 1]; text: token embeddings of the real tokens, no clipping; model in inference mode) and the margin / (sqrt(2) L) proxy radius",
     )
     .argument(
       "[checkpoint]",
@@ -186,12 +197,20 @@ export function attackCommand(): Command {
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
     .option(
       "--data <spec>",
-      "mnist (embedded) | idx:DIR | cifar10:DIR; the test split is used [mnist]",
+      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [mnist; a text checkpoint: its own data]",
+    )
+    .option(
+      "--text-column <name>",
+      "text data files: the column / key of the text [the checkpoint's, else text]",
+    )
+    .option(
+      "--label-column <name>",
+      "text data files: the column / key of the label [the checkpoint's, else label]",
     )
     .option("--norm <norm>", "threat model: linf or l2 [linf]")
     .option(
       "--eps <list>",
-      "radii separated by commas, e.g. 0,0.05,0.1 (linf <= 1, l2 <= 28) [linf 0,0.05,0.1,0.2; l2 0,0.5,1,2]",
+      "radii separated by commas, e.g. 0,0.05,0.1 (linf <= 1, l2 <= 28) [images: linf 0,0.05,0.1,0.2, l2 0,0.5,1,2; text (embedding units): linf 0,0.01,0.02,0.05, l2 0,0.25,0.5,1]",
     )
     .option("--steps <k>", "PGD steps [10]")
     .option("--step-size <a>", "PGD step size [2.5 * eps / steps]")
@@ -216,6 +235,14 @@ export function attackCommand(): Command {
         );
       // Heavy modules load only when the command runs, so other commands stay fast.
       const { runAttack } = await import("../robustness/run.ts");
-      await runAttack({ ...flags, checkpoint });
+      // Left out: data and eps then default by model kind (a text checkpoint: its own data, text radii).
+      await runAttack({
+        ...flags,
+        data: raw.data === undefined ? undefined : flags.data,
+        eps: raw.eps === undefined ? undefined : flags.eps,
+        textColumn: raw.textColumn,
+        labelColumn: raw.labelColumn,
+        checkpoint,
+      });
     });
 }

@@ -4,7 +4,8 @@ import { UsageError } from "./errors.ts";
 
 interface DemoFlags {
   quick?: boolean;
-  out: string;
+  task: string;
+  out?: string;
   seed: string;
   jasmin?: string;
   backend: string;
@@ -24,10 +25,15 @@ export function demoCommand(): Command {
     .description(
       "the main job: train vit-tiny on embedded MNIST without and with JaSMin, compare local Lipschitz bounds, true values and robust accuracy, write an HTML report",
     )
-    .option("--quick", "a tiny version (tiny model, 256 digits, one epoch) that runs in well under a minute")
-    .option("--out <dir>", "output folder", "runs/demo")
+    .addOption(
+      new Option("--task <task>", "image: vit-tiny on embedded MNIST; text: text-tiny on the SpamAssassin corpus")
+        .choices(["image", "text"])
+        .default("image"),
+    )
+    .option("--quick", "a tiny version (tiny model, 256 examples, one epoch) that runs in well under a minute")
+    .option("--out <dir>", "output folder (default runs/demo, or runs/demo-text)")
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
-    .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; quick: 0.5)")
+    .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; --quick: 0.5)")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
     .action(async (flags: DemoFlags) => {
       const parsed = Flags.safeParse(flags);
@@ -37,10 +43,11 @@ export function demoCommand(): Command {
         throw new UsageError(`--${flag}: ${issue.message} (got "${flags[flag as keyof DemoFlags]}")`);
       }
       const { runDemo } = await import("../demo/run.ts");
-      const { FULL_DEMO, QUICK_DEMO } = await import("../demo/settings.ts");
+      const { demoSettings } = await import("../demo/settings.ts");
+      const task = flags.task as "image" | "text";
       await runDemo({
-        settings: flags.quick ? QUICK_DEMO : FULL_DEMO,
-        out: flags.out,
+        settings: demoSettings(task, flags.quick ?? false),
+        out: flags.out ?? (task === "text" ? "runs/demo-text" : "runs/demo"),
         seed: parsed.data.seed,
         jasmin: parsed.data.jasmin,
         backend: flags.backend as "wasm" | "cpu",

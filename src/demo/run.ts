@@ -41,8 +41,9 @@ const REPORTED = ["paper", "t3-half", "t3-top2", "cov"] as const;
 const pct = (v: number | null | undefined) => (v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`);
 
 /**
- * The main job: on the embedded MNIST digits, trains the ViT twice (without and with JaSMin,
- * same seed), then for both models analyses the test digits (every bound variant per layer
+ * The main job: on the embedded MNIST digits (or, with the text settings, the SpamAssassin
+ * corpus), trains the model twice (without and with JaSMin, same seed), then for both models
+ * analyses test inputs (every bound variant per layer
  * and for the network, beside the true values), runs FGSM and PGD at several epsilons, prints
  * a summary table and writes OUT/{baseline,jasmin}/ (checkpoints, metrics, analysis.json,
  * attack.json), OUT/summary.json and OUT/report.html.
@@ -69,9 +70,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   for (const run of runs) {
     const dir = join(out, run.name);
     if (isCheckpointFolder(dir)) await rm(dir, { recursive: true, force: true });
-    step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} embedded digits, ${settings.epochs} epoch(s)`);
+    step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} examples of ${settings.data}, ${settings.epochs} epoch(s)`);
     const trained = await train({
-      data: "mnist",
+      data: settings.data,
       model: settings.model as never,
       epochs: settings.epochs,
       batchSize: settings.batch,
@@ -83,12 +84,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
     });
     trained.model.dispose();
 
-    step(`analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test digits`);
+    step(`analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test examples`);
     const analysis = await runAnalyze({
       checkpoint: dir,
       model: "vit-tiny",
       seed,
-      data: "mnist",
+      data: settings.data,
       n: settings.analyzeN,
       out: dir,
       backend,
@@ -99,13 +100,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       print: false,
     });
 
-    step(`attacking ${run.name}: FGSM and PGD (l_inf) at eps ${settings.eps.join(", ")} on ${settings.attackN} test digits`);
+    step(`attacking ${run.name}: FGSM and PGD (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
     const attack = await runAttack({
       checkpoint: dir,
       model: "vit-tiny",
       randomInit: false,
-      data: "mnist",
-      norm: "linf",
+      data: settings.data,
+      norm: settings.norm,
       eps: settings.eps,
       steps: settings.steps,
       stepSize: null,
@@ -122,7 +123,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   step("writing the report");
   const html = await buildReport(
     runs.map((r) => ({ dir: join(out, r.name), name: r.name === "jasmin" ? `JaSMin (lambda ${lambda})` : "baseline" })),
-    { title: "attnlip demo: vit-tiny on MNIST, without and with JaSMin" },
+    {
+      title:
+        settings.task === "text"
+          ? "attnlip demo: a text transformer on the SpamAssassin corpus, without and with JaSMin"
+          : "attnlip demo: vit-tiny on MNIST, without and with JaSMin",
+    },
   );
   const reportPath = join(out, "report.html");
   await writeReport(reportPath, html);
@@ -161,7 +167,7 @@ function summarizeRun(
 export function summaryTable(runs: DemoRunSummary[]): string {
   const rows: (string | number)[][] = [];
   rows.push(["JaSMin lambda", ...runs.map((r) => r.jasmin)]);
-  rows.push(["clean accuracy (attacked digits)", ...runs.map((r) => pct(r.cleanAccuracy))]);
+  rows.push(["clean accuracy (attacked examples)", ...runs.map((r) => pct(r.cleanAccuracy))]);
   const eps = runs[0].robustAccuracy.map((r) => r.eps).filter((e) => e > 0);
   for (const e of eps)
     rows.push([`PGD robust accuracy, eps ${e}`, ...runs.map((r) => pct(r.robustAccuracy.find((x) => x.eps === e)?.pgd))]);
@@ -170,6 +176,6 @@ export function summaryTable(runs: DemoRunSummary[]): string {
   for (const v of REPORTED) rows.push([`tightness ${v} (bound/true)`, ...runs.map((r) => formatNumber(r.tightness[v]))]);
   rows.push(["mean sigma of attention rows", ...runs.map((r) => formatNumber(r.meanSigma))]);
   rows.push(["mean p_(1) of attention rows", ...runs.map((r) => formatNumber(r.meanTop1))]);
-  rows.push(["training images/s", ...runs.map((r) => formatNumber(r.imagesPerSecond, 3))]);
+  rows.push(["training examples/s", ...runs.map((r) => formatNumber(r.imagesPerSecond, 3))]);
   return renderTable(["", ...runs.map((r) => r.name)], rows);
 }

@@ -4,19 +4,25 @@
  * description and the code cannot drift apart.
  */
 export interface DemoSettings {
+  /** What the models read: images (embedded MNIST) or text (the SpamAssassin corpus). */
+  task: "image" | "text";
+  /** Data spec for train, analyze and attack. */
+  data: string;
+  /** Threat model of the attacks: l_inf in pixel space for images, l_2 in embedding space for text. */
+  norm: "linf" | "l2";
   /** Model preset or config. */
   model: string | Record<string, unknown>;
-  /** Training digits (of the embedded 8,000-digit training split) and epochs. */
+  /** Training examples (the first ones of the training split) and epochs. */
   trainSize: number;
   epochs: number;
   batch: number;
   lr: number;
   /** JaSMin weight of the second run (the first has 0). */
   jasmin: number;
-  /** Test digits analysed (bounds, true values) and attacked. */
+  /** Test examples analysed (bounds, true values) and attacked. */
   analyzeN: number;
   attackN: number;
-  /** PGD and FGSM radii (l_inf, pixel units in [0, 1]) and PGD steps. */
+  /** PGD and FGSM radii (input units: pixels in [0, 1], or embedding units) and PGD steps. */
   eps: number[];
   steps: number;
   /** Power-iteration limit for the block true values. */
@@ -24,6 +30,9 @@ export interface DemoSettings {
 }
 
 export const FULL_DEMO: DemoSettings = {
+  task: "image",
+  data: "mnist",
+  norm: "linf",
   model: "vit-tiny",
   trainSize: 4000,
   epochs: 2,
@@ -38,6 +47,9 @@ export const FULL_DEMO: DemoSettings = {
 };
 
 export const QUICK_DEMO: DemoSettings = {
+  task: "image",
+  data: "mnist",
+  norm: "linf",
   model: {
     kind: "vit",
     imageSize: 28,
@@ -60,3 +72,54 @@ export const QUICK_DEMO: DemoSettings = {
   steps: 3,
   iterations: 20,
 };
+
+/** `attnlip demo --task text`: text-tiny on the SpamAssassin corpus, l_2 attacks on token embeddings. */
+export const FULL_TEXT_DEMO: DemoSettings = {
+  task: "text",
+  data: "spam",
+  norm: "l2",
+  model: "text-tiny",
+  trainSize: 3000,
+  epochs: 1,
+  batch: 32,
+  lr: 1e-3,
+  jasmin: 0.1,
+  analyzeN: 8,
+  attackN: 64,
+  eps: [0, 0.1, 0.25, 0.5],
+  steps: 5,
+  iterations: 40,
+};
+
+export const QUICK_TEXT_DEMO: DemoSettings = {
+  task: "text",
+  data: "spam",
+  norm: "l2",
+  model: {
+    kind: "text",
+    vocabSize: 2000,
+    maxLength: 48,
+    dModel: 16,
+    heads: 2,
+    blocks: 1,
+    mlpHidden: 32,
+    classes: 2,
+    pooling: "cls",
+  },
+  trainSize: 256,
+  epochs: 1,
+  batch: 32,
+  lr: 3e-3,
+  jasmin: 0.5,
+  analyzeN: 2,
+  attackN: 16,
+  eps: [0, 0.25],
+  steps: 3,
+  iterations: 20,
+};
+
+/** The settings for a task and size. */
+export function demoSettings(task: "image" | "text", quick: boolean): DemoSettings {
+  if (task === "text") return quick ? QUICK_TEXT_DEMO : FULL_TEXT_DEMO;
+  return quick ? QUICK_DEMO : FULL_DEMO;
+}

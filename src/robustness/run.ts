@@ -2,7 +2,12 @@ import { join } from "node:path";
 import { tf, useBackend } from "../backend.ts";
 import { UsageError } from "../cli/errors.ts";
 import { formatNumber, renderTable } from "../cli/table.ts";
-import type { AttackFlags } from "../cli/attackCommand.ts";
+import { DEFAULT_EPS, type AttackFlags } from "../cli/attackCommand.ts";
+import { isTextDataSpec, loadTextEvalInputs } from "../data/text/dataset.ts";
+import type { WordTokenizer } from "../data/text/tokenizer.ts";
+import type { TextClassifier } from "../nn/textClassifier.ts";
+import { InputError } from "../softmax/parse.ts";
+import { evaluateTextRobustness, textLipschitzProxy } from "./embedding.ts";
 import { loadDataset, takeFirst } from "../data/dataset.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { modelPreset } from "../nn/config.ts";
@@ -13,10 +18,27 @@ import { loadCheckpoint } from "../train/checkpoint.ts";
 import { evaluateRobustness } from "./evaluate.ts";
 import { lipschitzProxy } from "./lipschitzProxy.ts";
 
-/** What `attnlip attack` was asked to do (validated flags plus the checkpoint folder). */
-export interface AttackRun extends AttackFlags {
+/**
+ * What `attnlip attack` was asked to do (validated flags plus the checkpoint folder). Every
+ * flag may be left out programmatically: the CLI's defaults apply, except that `data`
+ * defaults to the checkpoint's own data for a text model (else mnist) and `eps` to
+ * {@link DEFAULT_TEXT_EPS} for a text model (else DEFAULT_EPS).
+ */
+export type AttackRun = Partial<AttackFlags> & {
   checkpoint?: string;
-}
+  /** Text files: the text / label columns (default: the checkpoint's, else "text" / "label"). */
+  textColumn?: string;
+  labelColumn?: string;
+};
+
+/**
+ * Default radii for text models, in embedding units (token embeddings of text-tiny have l_2
+ * norms of order 1 per token after training; the l_2 radius is over the whole sequence).
+ */
+export const DEFAULT_TEXT_EPS: Record<"linf" | "l2", number[]> = {
+  linf: [0, 0.01, 0.02, 0.05],
+  l2: [0, 0.25, 0.5, 1],
+};
 
 /** The attack.json document (the report reads it). */
 export interface AttackFile {
@@ -48,34 +70,206 @@ const percent = (v: number | null | undefined) =>
 
 /**
  * Loads the model (checkpoint or preset) and the first n test examples, runs
- * evaluateRobustness and lipschitzProxy, prints the table and the proxy line, and writes
- * attack.json atomically (to run.out, else CHECKPOINT/attack.json; not at all for a random
- * init without --out).
+ * evaluateRobustness and lipschitzProxy (images, input space, clipped to [0, 1]) or
+ * evaluateTextRobustness and textLipschitzProxy (text, token-embedding space, padding rows
+ * untouched, no clipping), prints the table and the proxy line, and writes attack.json
+ * atomically (to run.out, else CHECKPOINT/attack.json; not at all for a random init without
+ * --out). Same attack.json schema for both; eps and radii are in input units (pixels) or
+ * embedding units (text).
  *
- * @throws UsageError on a text model, data whose images do not fit the model, or an l_2
- *   eps above sqrt(H W C); CheckpointError (an InputError) on a missing or broken checkpoint.
+ * @throws UsageError on image data for a text model (or text data for a ViT), data whose
+ *   images do not fit the model, or an l_2 eps above sqrt(H W C); CheckpointError (an
+ *   InputError) on a missing or broken checkpoint; InputError on unreadable text data, a
+ *   missing column or an unknown label.
  */
-export async function runAttack(run: AttackRun): Promise<AttackFile> {
+export async function runAttack(request: AttackRun): Promise<AttackFile> {
   const started = performance.now();
-  await useBackend(run.backend);
+  const defaults = parseAttackDefaults();
+  const given = Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as AttackRun;
+  const partial = { ...defaults, ...given };
+  await useBackend(partial.backend);
   let model: TransformerClassifier;
   let source: string;
-  if (run.checkpoint !== undefined) {
-    model = (await loadCheckpoint(run.checkpoint)).model as TransformerClassifier;
-    source = run.checkpoint;
+  let tokenizer: WordTokenizer | null = null;
+  let trained: { spec: string; seed: number; labels?: string[]; textColumn?: string | null; labelColumn?: string | null } | null = null;
+  if (partial.checkpoint !== undefined) {
+    const ckpt = await loadCheckpoint(partial.checkpoint);
+    model = ckpt.model as TransformerClassifier;
+    tokenizer = ckpt.tokenizer;
+    trained = { ...ckpt.trainState.data, seed: ckpt.trainState.seed };
+    source = partial.checkpoint;
   } else {
     let config;
     try {
-      config = modelPreset(run.model);
+      config = modelPreset(partial.model);
     } catch (error) {
       throw new UsageError(`attack: --model: ${(error as Error).message}`);
     }
-    model = createModel(config, run.seed) as TransformerClassifier;
-    source = `${run.model} (random init, seed ${run.seed})`;
+    model = createModel(config, partial.seed) as TransformerClassifier;
+    source = `${partial.model} (random init, seed ${partial.seed})`;
   }
+  const text = model.config.kind === "text";
+  const run = {
+    ...partial,
+    data: given.data ?? (text ? (trained?.spec ?? "spam") : "mnist"),
+    eps: given.eps ?? (text ? DEFAULT_TEXT_EPS : DEFAULT_EPS)[partial.norm],
+  };
   try {
-    if (model.config.kind !== "vit")
-      throw new UsageError("attack: input-space attacks need a ViT; this is a text model");
+    if (text && !isTextDataSpec(run.data))
+      throw new UsageError(`attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`);
+    if (!text && isTextDataSpec(run.data))
+      throw new UsageError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
+    let prepared: Prepared;
+    if (text) prepared = await prepareText(model as unknown as TextClassifier, run, source, tokenizer, trained);
+    else prepared = await prepareImages(model, run, source);
+    const { evaluation, proxy, count, spec } = prepared;
+    const results = evaluation.results.map((r) => ({
+      eps: r.eps,
+      pgd: r.pgd?.robustAccuracy ?? null,
+      fgsm: r.fgsm?.robustAccuracy ?? null,
+    }));
+    console.log(
+      renderTable(
+        ["eps", "FGSM robust acc", "PGD robust acc", "clean acc"],
+        results.map((r) => [
+          formatNumber(r.eps),
+          percent(r.fgsm),
+          percent(r.pgd),
+          percent(evaluation.cleanAccuracy),
+        ]),
+      ),
+    );
+    const finite = Array.from(proxy.radii).filter(Number.isFinite);
+    const s = finite.length > 0 ? summarize(finite, "proxy radii") : null;
+    console.log(
+      `Lipschitz proxy radius (l_2 in ${text ? "embedding" : "input"} units, margin / (sqrt(2) L), local: a proxy, not a certificate): median ${formatNumber(s?.median)}` +
+        ` (q1 ${formatNumber(s?.q1)}, q3 ${formatNumber(s?.q3)}); ${proxy.misclassified} of ${count} misclassified (radius 0)`,
+    );
+    const doc: AttackFile = {
+      model: model.config,
+      source: run.checkpoint ?? source,
+      data: spec,
+      n: count,
+      norm: run.norm,
+      steps: run.steps,
+      stepSize: run.stepSize,
+      seed: run.seed,
+      cleanAccuracy: evaluation.cleanAccuracy,
+      results,
+      proxy: {
+        median: s?.median ?? null,
+        q1: s?.q1 ?? null,
+        q3: s?.q3 ?? null,
+        misclassified: proxy.misclassified,
+        radii: Array.from(proxy.radii, (r) => (Number.isFinite(r) ? r : null)),
+      },
+      seconds: (performance.now() - started) / 1000,
+    };
+    const out =
+      run.out ?? (run.checkpoint !== undefined ? join(run.checkpoint, "attack.json") : undefined);
+    if (out !== undefined) {
+      await writeJsonAtomically(out, doc);
+      console.log(`wrote ${out} (${doc.seconds.toFixed(1)} s)`);
+    } else console.log(`took ${doc.seconds.toFixed(1)} s (give --out FILE to write attack.json)`);
+    return doc;
+  } finally {
+    model.dispose();
+  }
+}
+
+/** Flag defaults (the CLI's), with `eps` and `data` resolved later by model kind. */
+function parseAttackDefaults(): AttackFlags {
+  return {
+    model: "vit-tiny",
+    randomInit: false,
+    data: "mnist",
+    norm: "linf",
+    eps: DEFAULT_EPS.linf,
+    steps: 10,
+    stepSize: null,
+    n: 64,
+    batch: 32,
+    seed: 0,
+    attacks: ["fgsm", "pgd"],
+    backend: "wasm",
+  };
+}
+
+type ResolvedRun = AttackFlags & { checkpoint?: string; textColumn?: string; labelColumn?: string };
+
+interface Prepared {
+  evaluation: ReturnType<typeof evaluateRobustness>;
+  proxy: ReturnType<typeof lipschitzProxy>;
+  count: number;
+  spec: string;
+}
+
+function progress(label: string) {
+  const interactive = process.stderr.isTTY;
+  return {
+    interactive,
+    onProgress: (done: number, total: number) => {
+      if (interactive) process.stderr.write(`\r  ${label} ${done}/${total}`);
+      else if (done === total || done % Math.max(1, Math.round(total / 4)) === 0)
+        console.error(`  attacked ${done}/${total} (batch, eps, attack) units`);
+    },
+  };
+}
+
+/** The text path: test texts encoded with the checkpoint's tokenizer, attacks in embedding space. */
+async function prepareText(
+  model: TextClassifier,
+  run: ResolvedRun,
+  source: string,
+  tokenizer: WordTokenizer | null,
+  trained: { spec: string; seed: number; labels?: string[]; textColumn?: string | null; labelColumn?: string | null } | null,
+): Promise<Prepared> {
+  const sameData = trained !== null && trained.spec === run.data;
+  const inputs = await loadTextEvalInputs(run.data, {
+    n: run.n,
+    classes: model.config.classes,
+    seed: trained?.seed ?? run.seed,
+    tokenizer: tokenizer ?? undefined,
+    vocabSize: model.config.vocabSize,
+    maxLength: model.config.maxLength,
+    labelNames: trained?.labels,
+    textColumn: run.textColumn ?? (sameData ? (trained?.textColumn ?? undefined) : undefined),
+    labelColumn: run.labelColumn ?? (sameData ? (trained?.labelColumn ?? undefined) : undefined),
+  }).catch((e: unknown) => {
+    if (e instanceof InputError) throw new UsageError(`attack: ${(e as Error).message}`);
+    throw e;
+  });
+  const count = inputs.split.count;
+  if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
+  const p = progress("attack");
+  console.log(
+    `attacking ${source} on ${count} test texts of ${inputs.spec} in token-embedding space (no clipping): ` +
+      `${run.norm}, ${run.attacks.join(" + ")}, ${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
+  );
+  try {
+    const evaluation = evaluateTextRobustness(model, inputs, inputs.split.labels, {
+      attack: run.attacks,
+      norm: run.norm,
+      eps: run.eps,
+      steps: run.steps,
+      stepSize: run.stepSize,
+      batchSize: run.batch,
+      seed: run.seed,
+      onWarning: (m) => console.error(`attack: warning: ${m}`),
+      onProgress: p.onProgress,
+    });
+    if (p.interactive) process.stderr.write("\n");
+    const proxy = textLipschitzProxy(model, inputs, inputs.split.labels, { batchSize: run.batch });
+    return { evaluation, proxy, count, spec: inputs.spec };
+  } finally {
+    tf.dispose([inputs.ids, inputs.mask]);
+  }
+}
+
+/** The image path (unchanged behaviour): input space, clipped to [0, 1]. */
+async function prepareImages(model: TransformerClassifier, run: ResolvedRun, source: string): Promise<Prepared> {
+  if (model.config.kind !== "vit") throw new UsageError("attack: input-space attacks need a ViT; this is a text model");
+  {
     const data = await loadDataset(run.data, { seed: run.seed, testLimit: run.n });
     const split = takeFirst(data.test, Math.min(run.n, data.test.count));
     const [h, w, c] = split.shape;
@@ -122,56 +316,6 @@ export async function runAttack(run: AttackRun): Promise<AttackFile> {
     } finally {
       images.dispose();
     }
-    const results = evaluation.results.map((r) => ({
-      eps: r.eps,
-      pgd: r.pgd?.robustAccuracy ?? null,
-      fgsm: r.fgsm?.robustAccuracy ?? null,
-    }));
-    console.log(
-      renderTable(
-        ["eps", "FGSM robust acc", "PGD robust acc", "clean acc"],
-        results.map((r) => [
-          formatNumber(r.eps),
-          percent(r.fgsm),
-          percent(r.pgd),
-          percent(evaluation.cleanAccuracy),
-        ]),
-      ),
-    );
-    const finite = Array.from(proxy.radii).filter(Number.isFinite);
-    const s = finite.length > 0 ? summarize(finite, "proxy radii") : null;
-    console.log(
-      `Lipschitz proxy radius (l_2, margin / (sqrt(2) L), local: a proxy, not a certificate): median ${formatNumber(s?.median)}` +
-        ` (q1 ${formatNumber(s?.q1)}, q3 ${formatNumber(s?.q3)}); ${proxy.misclassified} of ${split.count} misclassified (radius 0)`,
-    );
-    const doc: AttackFile = {
-      model: model.config,
-      source: run.checkpoint ?? source,
-      data: data.spec,
-      n: split.count,
-      norm: run.norm,
-      steps: run.steps,
-      stepSize: run.stepSize,
-      seed: run.seed,
-      cleanAccuracy: evaluation.cleanAccuracy,
-      results,
-      proxy: {
-        median: s?.median ?? null,
-        q1: s?.q1 ?? null,
-        q3: s?.q3 ?? null,
-        misclassified: proxy.misclassified,
-        radii: Array.from(proxy.radii, (r) => (Number.isFinite(r) ? r : null)),
-      },
-      seconds: (performance.now() - started) / 1000,
-    };
-    const out =
-      run.out ?? (run.checkpoint !== undefined ? join(run.checkpoint, "attack.json") : undefined);
-    if (out !== undefined) {
-      await writeJsonAtomically(out, doc);
-      console.log(`wrote ${out} (${doc.seconds.toFixed(1)} s)`);
-    } else console.log(`took ${doc.seconds.toFixed(1)} s (give --out FILE to write attack.json)`);
-    return doc;
-  } finally {
-    model.dispose();
+    return { evaluation, proxy, count: split.count, spec: data.spec };
   }
 }

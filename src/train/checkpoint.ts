@@ -10,6 +10,7 @@ import { encodeSafetensors, readSafetensors, SafetensorsError, type TensorToWrit
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
+import { WordTokenizer } from "../data/text/tokenizer.ts";
 
 /**
  * Training checkpoints: a folder holding
@@ -18,6 +19,7 @@ import type { AdamW, AdamWState } from "./optimizer.ts";
  *   model.safetensors      the parameters, F32, named as model.params (metadata: step)
  *   optimizer.safetensors  AdamW moments "m.<param>" and "v.<param>", F32 (metadata: step)
  *   train_state.json       {@link TrainState}: epoch, step, seed, data, settings, RNG state
+ *   tokenizer.json         text models only: the vocabulary (data/text/tokenizer.ts)
  *
  * A checkpoint is replaced as a whole: every file is first written (and fsynced) under a
  * temporary name, then a commit journal `checkpoint.commit.json` is written atomically, then
@@ -34,6 +36,10 @@ export class CheckpointError extends InputError {
 }
 
 export const CHECKPOINT_FILES = ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"] as const;
+/** Files a checkpoint may hold besides {@link CHECKPOINT_FILES} (text models: the tokenizer). */
+export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json"] as const;
+type CheckpointFile = (typeof CHECKPOINT_FILES)[number] | (typeof OPTIONAL_CHECKPOINT_FILES)[number];
+const ALL_FILES: readonly string[] = [...CHECKPOINT_FILES, ...OPTIONAL_CHECKPOINT_FILES];
 const JOURNAL = "checkpoint.commit.json";
 const TMP = ".tmp";
 
@@ -56,6 +62,11 @@ export const TrainStateSchema = z.strictObject({
     testLimit: z.number().int().min(1).nullable(),
     trainCount: z.number().int().min(1),
     testCount: z.number().int().min(0),
+    /** Text data: the label of each class id (absent for images). */
+    labels: z.array(z.string()).optional(),
+    /** Text files: the columns / keys read (absent for images and the corpus). */
+    textColumn: z.string().nullable().optional(),
+    labelColumn: z.string().nullable().optional(),
   }),
   jasmin: z.strictObject({
     lambda: z.number().min(0),
@@ -102,6 +113,8 @@ export interface LoadedCheckpoint {
   model: Model;
   config: ModelConfig;
   trainState: TrainState;
+  /** Text models: the tokenizer of tokenizer.json (null when the checkpoint has none). */
+  tokenizer: WordTokenizer | null;
 }
 
 function fail(dir: string, what: string): never {
@@ -147,7 +160,7 @@ export async function recoverCheckpoint(dir: string): Promise<boolean> {
   } catch (e) {
     fail(dir, `${JOURNAL} is not valid JSON (${(e as Error).message}); remove it to keep the previous checkpoint`);
   }
-  if (!Array.isArray(files) || !files.every((f) => (CHECKPOINT_FILES as readonly string[]).includes(f)))
+  if (!Array.isArray(files) || !files.every((f) => ALL_FILES.includes(f)))
     fail(dir, `${JOURNAL} does not list checkpoint files; remove it to keep the previous checkpoint`);
   for (const f of files as string[]) if (existsSync(join(dir, f + TMP))) await rename(join(dir, f + TMP), join(dir, f));
   await syncFolder(dir);
@@ -162,29 +175,32 @@ function toSafetensors(weights: Map<string, NamedArray>, prefix = ""): Map<strin
 }
 
 /**
- * Writes a complete checkpoint of `model`, `optimizer` and `state` to `dir` (created when
- * missing), replacing the previous one as a whole (see the module comment).
+ * Writes a complete checkpoint of `model`, `optimizer` and `state` (and, for text models,
+ * `tokenizer` as tokenizer.json) to `dir` (created when missing), replacing the previous one
+ * as a whole (see the module comment).
  *
  * @throws file-system errors (the previous checkpoint is then still intact or recoverable).
  */
 export async function saveCheckpoint(
   dir: string,
-  parts: { model: Model; optimizer: AdamW; state: TrainState },
+  parts: { model: Model; optimizer: AdamW; state: TrainState; tokenizer?: WordTokenizer | null },
 ): Promise<void> {
   await mkdir(dir, { recursive: true });
   await recoverCheckpoint(dir);
   const meta = { format: "attnlip", step: String(parts.state.step), epoch: String(parts.state.epoch) };
   const opt = parts.optimizer.getState();
   const optTensors = new Map([...toSafetensors(opt.m, "m."), ...toSafetensors(opt.v, "v.")]);
-  const contents: Record<(typeof CHECKPOINT_FILES)[number], string | Uint8Array> = {
+  const contents: Partial<Record<CheckpointFile, string | Uint8Array>> = {
     "config.json": JSON.stringify(parts.model.config, null, 2) + "\n",
     "model.safetensors": encodeSafetensors(toSafetensors(parts.model.getWeights()), meta),
     "optimizer.safetensors": encodeSafetensors(optTensors, { ...meta, optimizerStep: String(opt.step) }),
     "train_state.json": JSON.stringify(parts.state, null, 2) + "\n",
   };
-  for (const f of CHECKPOINT_FILES) await writeDurably(join(dir, f + TMP), contents[f]);
+  if (parts.tokenizer) contents["tokenizer.json"] = JSON.stringify(parts.tokenizer.toJSON()) + "\n";
+  const files = Object.keys(contents) as CheckpointFile[];
+  for (const f of files) await writeDurably(join(dir, f + TMP), contents[f]!);
   await syncFolder(dir);
-  await writeJsonAtomically(join(dir, JOURNAL), { files: CHECKPOINT_FILES });
+  await writeJsonAtomically(join(dir, JOURNAL), { files });
   await recoverCheckpoint(dir);
 }
 
@@ -243,8 +259,9 @@ async function readTensors(
  * @throws CheckpointError (an InputError, one line naming the folder) when the folder or a
  *   file is missing, a JSON file is invalid or truncated, config.json is not a valid model
  *   config, train_state.json does not match {@link TrainStateSchema}, model.safetensors is
- *   malformed or its tensors do not match the config's names and shapes, or the files come
- *   from different steps.
+ *   malformed or its tensors do not match the config's names and shapes, the files come
+ *   from different steps, or a text model's tokenizer.json is missing, invalid or larger than
+ *   the model's vocabulary.
  */
 export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   await checkFolder(dir);
@@ -267,7 +284,19 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const { tensors, metadata } = await readTensors(dir, "model.safetensors", expected);
     metadataStep(dir, "model.safetensors", metadata, trainState.step);
     model.setWeights(tensors);
-    return { model, config, trainState };
+    let tokenizer: WordTokenizer | null = null;
+    if (config.kind === "text") {
+      if (!existsSync(join(dir, "tokenizer.json"))) fail(dir, "missing tokenizer.json (a text model needs its vocabulary)");
+      const json = await readJson(dir, "tokenizer.json");
+      try {
+        tokenizer = WordTokenizer.fromJSON(json);
+      } catch (e) {
+        fail(dir, (e as Error).message);
+      }
+      if (tokenizer.size > config.vocabSize || tokenizer.maxLength > config.maxLength)
+        fail(dir, `tokenizer.json: ${tokenizer.size} tokens / length ${tokenizer.maxLength} do not fit the model (vocabSize ${config.vocabSize}, maxLength ${config.maxLength})`);
+    }
+    return { model, config, trainState, tokenizer };
   } catch (e) {
     model.dispose();
     throw e;

@@ -2,8 +2,25 @@ import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { oneHotFloat, tf } from "../backend.ts";
-import { batchCount, batches, loadDataset, SeededRng, shuffledOrder, type ImageDataset } from "../data/dataset.ts";
+import {
+  batchCount,
+  batches,
+  loadDataset,
+  SeededRng,
+  shuffledOrder,
+  type Batch,
+  type ImageDataset,
+} from "../data/dataset.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
+import {
+  isTextDataSpec,
+  loadTextDataset,
+  textBatches,
+  textBatchTensors,
+  type TextBatch,
+  type TextDataset,
+} from "../data/text/dataset.ts";
+import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import { ConfigError, modelPreset, parseModelConfig, type ModelConfig, type ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
 import { disposeTrace, type ForwardTrace } from "../nn/trace.ts";
@@ -20,9 +37,11 @@ import { jasminPenalty, meanTraceSigma, selectLayers, type JasminNorm, type Jasm
 import { AdamW, clipByGlobalNorm } from "./optimizer.ts";
 import { createProgress, type ProgressMode } from "./progress.ts";
 import { learningRateAt } from "./schedule.ts";
+import { evaluateText } from "./textEvaluate.ts";
 
 /**
- * Training of the ViT on image data with cross-entropy + lambda * JaSMin (MATH.md section 4),
+ * Training of the ViT on image data, or of the text classifier on text data (padding masks
+ * honoured in attention, JaSMin and evaluation), with cross-entropy + lambda * JaSMin (MATH.md section 4),
  * AdamW, linear warm-up + cosine decay, gradient clipping, per-epoch evaluation, metrics in
  * metrics.jsonl and resumable checkpoints (checkpoint.ts).
  */
@@ -57,11 +76,21 @@ export interface JasminSettings {
 
 /** Options of {@link train}. Defaults in brackets. */
 export interface TrainOptions {
-  /** Data spec: "mnist" | "idx:DIR" | "cifar10:DIR" ["mnist"]; ignored when resuming. */
+  /**
+   * Data spec: images "mnist" | "idx:DIR" | "cifar10:DIR", text "spam" | "csv:FILE" |
+   * "jsonl:FILE" ["mnist"]; ignored when resuming.
+   */
   data?: string;
+  /** Text files: the column / key holding the text ["text"]. */
+  textColumn?: string;
+  /** Text files: the column / key holding the label ["label"]; labels become class ids in sorted order. */
+  labelColumn?: string;
   /** A data set already loaded (tests, notebooks); its spec is recorded. Overrides `data`. */
-  dataset?: ImageDataset;
-  /** Model preset name or config ["vit-tiny"]. A preset's imageSize, channels and classes are taken from the data. */
+  dataset?: ImageDataset | TextDataset;
+  /**
+   * Model preset name or config ["vit-tiny" for images, "text-tiny" for text]. A ViT preset's
+   * imageSize, channels and classes are taken from the data; a text preset's classes.
+   */
   model?: string | ModelConfigInput;
   /** Total epochs [3]; when resuming, a different value extends / shortens the run (the schedule is recomputed). */
   epochs?: number;
@@ -139,7 +168,8 @@ export interface TrainResult {
  * update with learning rate `lr`, applied only when the loss and the gradient norm are finite.
  * Everything runs inside tidy: tf.memory().numTensors is the same before and after.
  *
- * @param x float32 images [b, pixels] (or any shape the model accepts); labels int32 [b].
+ * @param x float32 images [b, pixels] (or any shape the model accepts), or int32 token ids
+ *   [b, n] with settings.mask float32 [b, n] (1 = real token); labels int32 [b].
  * @returns the step's figures (read back with one synchronisation).
  * @throws RangeError/TypeError from the model on malformed inputs.
  */
@@ -148,7 +178,7 @@ export function trainStep(
   optimizer: AdamW,
   x: tf.Tensor,
   labels: tf.Tensor,
-  settings: { lr: number; clip: number; jasmin: JasminSettings },
+  settings: { lr: number; clip: number; jasmin: JasminSettings; mask?: tf.Tensor | null },
 ): StepMetrics {
   const vars = model.variables();
   const { lambda, norm } = settings.jasmin;
@@ -157,7 +187,7 @@ export function trainStep(
   try {
     return tf.tidy(() => {
       const { value, grads } = tf.variableGrads(() => {
-        const { logits, trace } = model.forward(x, { trace: true, training: true });
+        const { logits, trace } = model.forward(x, { trace: true, training: true, mask: settings.mask ?? null });
         traces.push(trace!);
         const target = oneHotFloat(labels, model.config.classes);
         const ce = tf.neg(tf.mean(tf.sum(tf.mul(tf.logSoftmax(logits), target), 1)));
@@ -225,6 +255,59 @@ export function modelConfigForData(model: string | ModelConfigInput, dataset: Im
   }
 }
 
+/**
+ * The model config for a text data set: a preset (or a JSON config) whose classes are set to
+ * (preset) or checked against (explicit config) the data's classes.
+ *
+ * @throws InputError when the model is not a text model, or an explicit config has fewer
+ *   classes than the data or a vocabulary / length smaller than the tokenizer's.
+ */
+export function modelConfigForText(model: string | ModelConfigInput, dataset: Pick<TextDataset, "classes" | "tokenizer">): ModelConfig {
+  try {
+    const base = baseTextConfig(model);
+    const config = typeof model === "string" && !model.trimStart().startsWith("{")
+      ? parseModelConfig({ ...base, classes: dataset.classes })
+      : base;
+    if (config.kind !== "text") throw new InputError("model: text data needs a text model");
+    if (config.classes < dataset.classes)
+      throw new InputError(`model: config has ${config.classes} classes, the data has ${dataset.classes}`);
+    if (config.vocabSize < dataset.tokenizer.size || config.maxLength < dataset.tokenizer.maxLength)
+      throw new InputError(
+        `model: vocabSize ${config.vocabSize} / maxLength ${config.maxLength} are smaller than the tokenizer's ${dataset.tokenizer.size} / ${dataset.tokenizer.maxLength}`,
+      );
+    return config;
+  } catch (e) {
+    if (e instanceof ConfigError) throw new InputError(e.message);
+    throw e;
+  }
+}
+
+/** A text preset or config as given (classes not yet set). @throws InputError on an image model. */
+function baseTextConfig(model: string | ModelConfigInput): ModelConfig {
+  try {
+    const config = typeof model === "string" && !model.trimStart().startsWith("{") ? modelPreset(model) : parseModelConfig(model);
+    if (config.kind !== "text")
+      throw new InputError(`model: ${typeof model === "string" ? `"${model}"` : "the config"} is a ViT; text data needs a text model (e.g. text-tiny)`);
+    return config;
+  } catch (e) {
+    if (e instanceof ConfigError) throw new InputError(e.message);
+    throw e;
+  }
+}
+
+/** Loads a text data set for training: a given tokenizer (resume) or one sized to the model. */
+async function loadTextForTraining(
+  spec: string,
+  options: { seed: number; limit?: number; testLimit?: number; textColumn?: string; labelColumn?: string; labelNames?: string[] },
+  sizing: { tokenizer?: WordTokenizer; vocabSize?: number; maxLength?: number },
+): Promise<TextDataset> {
+  return loadTextDataset(spec, { ...options, ...sizing });
+}
+
+function isText(d: ImageDataset | TextDataset): d is TextDataset {
+  return (d as TextDataset).kind === "text";
+}
+
 /** Keeps the metrics.jsonl records of steps <= step (a resumed run rewrites what followed its checkpoint). */
 async function truncateMetrics(path: string, step: number): Promise<void> {
   if (!existsSync(path)) return;
@@ -246,7 +329,10 @@ function mean(sum: number, n: number): number {
 }
 
 /**
- * Trains (or resumes training of) a ViT classifier; see {@link TrainOptions}.
+ * Trains (or resumes training of) a ViT classifier on images, or a text classifier on text
+ * (spam, csv:FILE, jsonl:FILE; the tokenizer is built from the training split and saved as
+ * tokenizer.json; each batch is trimmed to its longest row and padded positions are masked);
+ * see {@link TrainOptions}.
  *
  * Per epoch: a permutation of the training set from the seeded shuffling stream, batches of
  * `batchSize` (the last one smaller), one {@link trainStep} each, then evaluation on the test
@@ -263,7 +349,7 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   const log = options.log ?? console.log;
   let model: Model;
   let state: TrainState;
-  let dataset: ImageDataset;
+  let dataset: ImageDataset | TextDataset;
   let optimizer: AdamW;
   let out: string | null;
 
@@ -275,13 +361,21 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     model = ckpt.model;
     state = ckpt.trainState;
     try {
+      const limits = { seed: state.seed, limit: state.data.limit ?? undefined, testLimit: state.data.testLimit ?? undefined };
       dataset =
         options.dataset ??
-        (await loadDataset(state.data.spec, {
-          seed: state.seed,
-          limit: state.data.limit ?? undefined,
-          testLimit: state.data.testLimit ?? undefined,
-        }));
+        (model.config.kind === "text"
+          ? await loadTextForTraining(
+              state.data.spec,
+              {
+                ...limits,
+                textColumn: state.data.textColumn ?? undefined,
+                labelColumn: state.data.labelColumn ?? undefined,
+                labelNames: state.data.labels,
+              },
+              { tokenizer: ckpt.tokenizer ?? undefined },
+            )
+          : await loadDataset(state.data.spec, limits));
       if (dataset.train.count !== state.data.trainCount)
         throw new InputError(
           `resume: the data now has ${dataset.train.count} training examples, the checkpoint was trained on ${state.data.trainCount}`,
@@ -318,10 +412,23 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     out = options.out == null ? null : resolve(options.out);
     if (out !== null && isCheckpointFolder(out))
       throw new InputError(`out: ${options.out} already holds a checkpoint; continue it with --resume ${options.out} or choose another folder`);
-    dataset =
-      options.dataset ??
-      (await loadDataset(options.data ?? "mnist", { seed, limit: options.limit, testLimit: options.testLimit }));
-    const config = modelConfigForData(options.model ?? "vit-tiny", dataset);
+    const spec = options.data ?? "mnist";
+    let config: ModelConfig;
+    if (options.dataset !== undefined ? isText(options.dataset) : isTextDataSpec(spec)) {
+      const base = baseTextConfig(options.model ?? "text-tiny");
+      if (base.kind !== "text") throw new InputError("model: text data needs a text model");
+      dataset =
+        options.dataset ??
+        (await loadTextForTraining(
+          spec,
+          { seed, limit: options.limit, testLimit: options.testLimit, textColumn: options.textColumn, labelColumn: options.labelColumn },
+          { vocabSize: base.vocabSize, maxLength: base.maxLength },
+        ));
+      config = modelConfigForText(options.model ?? "text-tiny", dataset as TextDataset);
+    } else {
+      dataset = options.dataset ?? (await loadDataset(spec, { seed, limit: options.limit, testLimit: options.testLimit }));
+      config = modelConfigForData(options.model ?? "vit-tiny", dataset as ImageDataset);
+    }
     let layers: number[] | null = null;
     try {
       layers = options.jasmin?.layers == null ? null : selectLayers(config.blocks, options.jasmin.layers);
@@ -346,6 +453,9 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         testLimit: options.testLimit ?? null,
         trainCount: dataset.train.count,
         testCount: dataset.test.count,
+        ...(isText(dataset)
+          ? { labels: dataset.labelNames, textColumn: dataset.textColumn, labelColumn: dataset.labelColumn }
+          : {}),
       },
       jasmin: {
         lambda,
@@ -402,12 +512,19 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
       let done = 0;
       const sums = { loss: 0, ce: 0, jasmin: 0, sigma: 0, correct: 0 };
       let lr = 0;
-      for (const batch of batches(dataset.train, order, state.batchSize)) {
+      const epochBatches: Iterable<Batch | TextBatch> = isText(dataset)
+        ? textBatches(dataset.train, order, state.batchSize)
+        : batches(dataset.train, order, state.batchSize);
+      for (const batch of epochBatches) {
         lr = learningRateAt(state.step, state.optimizer);
         const t0 = performance.now();
         const m = tf.tidy(() => {
-          const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
           const y = tf.tensor1d(batch.labels, "int32");
+          if ("ids" in batch) {
+            const { ids, mask } = textBatchTensors(batch);
+            return trainStep(model, optimizer, ids, y, { lr, clip: state.optimizer.clip, jasmin, mask });
+          }
+          const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
           return trainStep(model, optimizer, x, y, { lr, clip: state.optimizer.clip, jasmin });
         });
         const dt = (performance.now() - t0) / 1000;
@@ -455,7 +572,13 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
       trainSeconds += epochSeconds;
       trainedImages += seen;
       state.trainSeconds += epochSeconds;
-      const test = dataset.test.count > 0 ? evaluate(model, dataset.test, { batchSize: options.evalBatchSize }) : null;
+      const evalOptions = { batchSize: options.evalBatchSize };
+      const test =
+        dataset.test.count === 0
+          ? null
+          : isText(dataset)
+            ? evaluateText(model, dataset.test, evalOptions)
+            : evaluate(model, dataset.test, evalOptions);
       finalTestAccuracy = test?.accuracy ?? NaN;
       finalTestCrossEntropy = test?.crossEntropy ?? NaN;
       const summary = {
@@ -485,7 +608,8 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         lr,
         time: state.trainSeconds,
       });
-      if (out !== null) await saveCheckpoint(out, { model, optimizer, state });
+      if (out !== null)
+        await saveCheckpoint(out, { model, optimizer, state, tokenizer: isText(dataset) ? dataset.tokenizer : null });
       const testText = test === null ? "no test set" : `test accuracy ${(100 * test.accuracy).toFixed(2)}%, test cross-entropy ${test.crossEntropy.toFixed(4)}`;
       progress.log(
         `epoch ${epoch}/${state.epochs}: ${testText}, train loss ${summary.trainLoss.toFixed(4)}, ` +

