@@ -6,6 +6,7 @@ import { HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHea
 import { blockLipschitz, headLipschitz } from "../lipschitz/truth/powerIteration.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import { summarize, type Summary } from "../stats.ts";
+import { InputError } from "../softmax/parse.ts";
 import { rowStats } from "../softmax/rowStats.ts";
 import { solveSecular } from "../softmax/sigma.ts";
 
@@ -152,7 +153,8 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
  * @param model a ViT or text classifier (src/nn).
  * @param inputs ViT: float32 images [N, 28, 28, 1] or [N, 784] in the model's input range;
  *   text: int32 token ids [N, n] with options.mask.
- * @throws RangeError on an empty batch; errors of the model on malformed inputs.
+ * @throws RangeError on an empty batch; InputError when the model's logits are not finite;
+ *   errors of the model on malformed inputs.
  */
 export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options: AnalyzeOptions = {}): Analysis {
   const count = inputs.shape[0];
@@ -173,7 +175,16 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
     const x = tf.slice(inputs, start, size);
     const mask = options.mask ? tf.slice(options.mask, start, size) : null;
     const { logits, trace } = model.forward(x, { trace: true, mask });
+    const finite = logits.dataSync().every(Number.isFinite);
     logits.dispose();
+    if (!finite) {
+      disposeTrace(trace!);
+      tf.dispose([x]);
+      mask?.dispose();
+      throw new InputError(
+        `model: its logits are not finite at inputs ${start + 1}..${start + size}: the weights are broken or overflow (a diverged training run?)`,
+      );
+    }
     try {
       collectAttention(trace!, start === 0, allRows, attentionMaps);
       const t0 = performance.now();

@@ -75,6 +75,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
     const spec = run.data ?? "mnist";
     if (isTextDataSpec(spec)) throw new UsageError(`--data: "${spec}" is text data; this model is a ViT`);
     const data = await loadDataset(spec, { seed: run.seed, testLimit: run.n });
+    if (data.test.count === 0) throw new UsageError(`--data: the test split of ${data.spec} holds no examples`);
     const split = takeFirst(data.test, Math.min(run.n, data.test.count));
     const [h, w, c] = split.shape;
     if (h !== model.config.imageSize || w !== model.config.imageSize || c !== model.config.channels)

@@ -13,7 +13,7 @@ export function isInputProblem(error: unknown): error is Error {
   return (
     error instanceof UsageError ||
     error instanceof InputError ||
-    (error instanceof Error && "code" in error && typeof error.code === "string" && /^E(NOENT|ACCES|ISDIR|NOTDIR)$/.test(error.code))
+    (error instanceof Error && "code" in error && typeof error.code === "string" && /^E(NOENT|ACCES|ISDIR|NOTDIR|EXIST|ROFS|PERM|NOSPC)$/.test(error.code))
   );
 }
 

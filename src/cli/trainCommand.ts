@@ -231,6 +231,15 @@ export function trainCommand(): Command {
         progress: (flags.progress ?? "auto") as ProgressMode,
       });
       const acc = result.finalTestAccuracy;
+      if (result.trainSeconds === 0) {
+        const st = result.trainState;
+        console.log(
+          `already trained to epoch ${st.epoch} of ${st.epochs}: nothing to do (pass --epochs N with N > ${st.epoch} to train on); ` +
+            `test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, checkpoint in ${result.out}`,
+        );
+        result.model.dispose();
+        return;
+      }
       console.log(
         `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
           `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${isTextDataSpec(result.trainState.data.spec) ? "examples" : "images"}/s (training steps), ` +

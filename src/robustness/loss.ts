@@ -1,3 +1,4 @@
+import { InputError } from "../softmax/parse.ts";
 import { oneHotFloat, tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 
@@ -112,10 +113,18 @@ export function crossEntropyGradient(logitsFn: LogitsFn, labels: tf.Tensor): Gra
  *
  * @param x inputs [b, ...] as the model takes them.
  * @returns Int32Array [b].
+ * @throws InputError when any logit is NaN or infinite (a broken or diverged model).
  */
 export function predictClasses(logitsFn: LogitsFn, x: tf.Tensor): Int32Array {
-  const t = tf.tidy(() => tf.argMax(logitsFn(x), 1));
-  const out = Int32Array.from(t.dataSync());
-  t.dispose();
+  const [classes, finite] = tf.tidy(() => {
+    const logits = logitsFn(x);
+    return [tf.argMax(logits, 1), tf.all(tf.isFinite(logits))];
+  });
+  const out = Int32Array.from(classes.dataSync());
+  const ok = finite.dataSync()[0] === 1;
+  tf.dispose([classes, finite]);
+  // argMax of NaN logits is a silent class 0: a broken model must not get an accuracy.
+  if (!ok)
+    throw new InputError("model: its logits are not finite: the weights are broken or overflow (a diverged training run?)");
   return out;
 }

@@ -240,6 +240,7 @@ async function prepareText(
     throw e;
   });
   const count = inputs.split.count;
+  if (count === 0) throw new UsageError(`attack: --data: the test split of ${inputs.spec} holds no examples`);
   if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
   const p = progress("attack");
   console.log(
@@ -271,6 +272,7 @@ async function prepareImages(model: TransformerClassifier, run: ResolvedRun, sou
   if (model.config.kind !== "vit") throw new UsageError("attack: input-space attacks need a ViT; this is a text model");
   {
     const data = await loadDataset(run.data, { seed: run.seed, testLimit: run.n });
+    if (data.test.count === 0) throw new UsageError(`attack: --data: the test split of ${data.spec} holds no examples`);
     const split = takeFirst(data.test, Math.min(run.n, data.test.count));
     const [h, w, c] = split.shape;
     const { imageSize, channels } = model.config;

@@ -581,6 +581,15 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
             : evaluate(model, dataset.test, evalOptions);
       finalTestAccuracy = test?.accuracy ?? NaN;
       finalTestCrossEntropy = test?.crossEntropy ?? NaN;
+      // Finite training steps can still leave weights whose test logits overflow (a huge
+      // learning rate): stop before saving them, keeping the previous epoch's checkpoint.
+      if (test !== null && !Number.isFinite(test.crossEntropy))
+        throw new TrainingDiverged(
+          `training diverged in epoch ${epoch}: the test cross-entropy is ${test.crossEntropy} (the model's outputs overflow; ` +
+            `try a lower --lr); ${out !== null && state.epoch > 0 ? `the checkpoint of epoch ${state.epoch} in ${out} is intact` : "nothing was saved for this epoch"}`,
+          epoch,
+          state.step,
+        );
       const summary = {
         epoch,
         step: state.step,
