@@ -1,3 +1,4 @@
+import { AttackTally } from "./tally.ts";
 import { tf } from "../backend.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
@@ -22,9 +23,7 @@ import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import { pgdStepL2, pgdStepLinf } from "./steps.ts";
 import type {
   AttackName,
-  AttackOutcome,
   EvaluateRobustnessOptions,
-  RobustnessAtEps,
   RobustnessEvaluation,
 } from "./evaluate.ts";
 
@@ -219,7 +218,6 @@ export function evaluateTextRobustness(
   labels: Labels,
   options: EvaluateRobustnessOptions,
 ): RobustnessEvaluation {
-  const started = performance.now();
   const who = "evaluateTextRobustness";
   checkText(model, inputs, who);
   const asked: readonly AttackName[] =
@@ -245,17 +243,8 @@ export function evaluateTextRobustness(
   const truth = Int32Array.from(y.dataSync());
   y.dispose();
   const lengths = rowLengths(inputs.mask);
-  let warned = false;
-  const warnOnce = (m: string) => {
-    if (warned) return;
-    warned = true;
-    (options.onWarning ?? ((s: string) => console.warn(s)))(m);
-  };
-  const cleanCorrect = new Uint8Array(n);
-  const success = options.eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
   const batches = Math.ceil(n / batchSize);
-  const total = batches * options.eps.filter((e) => e > 0).length * attacks.length;
-  let done = 0;
+  const tally = new AttackTally(n, options.eps, attacks, batches, options.onProgress, options.onWarning);
   for (let j = 0; j < batches; j++) {
     const start = j * batchSize;
     const size = Math.min(batchSize, n - start);
@@ -266,64 +255,26 @@ export function evaluateTextRobustness(
     };
     try {
       const batchLabels = truth.subarray(start, start + size);
-      const clean = predictClasses(
-        (ids) => model.forward(ids, { mask: batch.mask }).logits,
-        batch.ids,
-      );
-      for (let i = 0; i < size; i++) cleanCorrect[start + i] = clean[i] === batchLabels[i] ? 1 : 0;
       const logits = embeddingLogits(model, batch.mask);
-      options.eps.forEach((eps, e) => {
-        if (eps === 0) return;
-        for (const attack of attacks) {
-          const adv =
-            attack === "fgsm"
-              ? fgsmEmbedding(model, batch, batchLabels, {
-                  eps,
-                  norm: common[e].norm,
-                  onWarning: warnOnce,
-                })
-              : pgdEmbedding(model, batch, batchLabels, {
-                  ...common[e],
-                  seed: streamSeed(common[e].seed, e, j),
-                  onWarning: warnOnce,
-                });
-          let predicted: Int32Array;
-          try {
-            predicted = predictClasses(logits, adv);
-          } finally {
-            adv.dispose();
-          }
-          const out = success[e][attack];
-          for (let i = 0; i < size; i++)
-            out[start + i] =
-              cleanCorrect[start + i] === 1 && predicted[i] !== batchLabels[i] ? 1 : 0;
-          options.onProgress?.(++done, total);
-        }
-      });
+      tally.recordBatch(
+        start,
+        batchLabels,
+        predictClasses((ids) => model.forward(ids, { mask: batch.mask }).logits, batch.ids),
+        (adversarial) => predictClasses(logits, adversarial),
+        (attack, e, eps) =>
+          attack === "fgsm"
+            ? fgsmEmbedding(model, batch, batchLabels, { eps, norm: common[e].norm, onWarning: tally.warnOnce })
+            : pgdEmbedding(model, batch, batchLabels, {
+                ...common[e],
+                seed: streamSeed(common[e].seed, e, j),
+                onWarning: tally.warnOnce,
+              }),
+      );
     } finally {
       tf.dispose([batch.ids, batch.mask]);
     }
   }
-  const correct = cleanCorrect.reduce((a, c) => a + c, 0);
-  const outcome = (s: Uint8Array): AttackOutcome => ({
-    robustAccuracy: (correct - s.reduce((a, c) => a + c, 0)) / n,
-    success: s,
-  });
-  const results = options.eps.map((eps, e) => {
-    const r: RobustnessAtEps = {
-      eps,
-      stepSize: options.stepSize ?? defaultStepSize(eps, common[e].steps),
-    };
-    for (const a of attacks) r[a] = outcome(success[e][a]);
-    return r;
-  });
-  return {
-    count: n,
-    cleanAccuracy: correct / n,
-    cleanCorrect,
-    results,
-    seconds: (performance.now() - started) / 1000,
-  };
+  return tally.result((eps, e) => options.stepSize ?? defaultStepSize(eps, common[e].steps));
 }
 
 /**

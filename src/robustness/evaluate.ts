@@ -1,3 +1,4 @@
+import { AttackTally } from "./tally.ts";
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { fgsm } from "./fgsm.ts";
@@ -99,7 +100,6 @@ export function evaluateRobustness(
   labels: Labels,
   options: EvaluateRobustnessOptions,
 ): RobustnessEvaluation {
-  const started = performance.now();
   const who = "evaluateRobustness";
   const asked: readonly AttackName[] =
     typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
@@ -124,77 +124,28 @@ export function evaluateRobustness(
   const truth = Int32Array.from(y.dataSync());
   y.dispose();
 
-  let warned = false;
-  const warnOnce = (m: string) => {
-    if (warned) return;
-    warned = true;
-    (options.onWarning ?? ((s: string) => console.warn(s)))(m);
-  };
   const logits = inferenceLogits(model);
-  const cleanCorrect = new Uint8Array(n);
-  const success = options.eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
   const batches = Math.ceil(n / batchSize);
-  const total = batches * options.eps.filter((e) => e > 0).length * attacks.length;
-  let done = 0;
+  const tally = new AttackTally(n, options.eps, attacks, batches, options.onProgress, options.onWarning);
   for (let j = 0; j < batches; j++) {
     const start = j * batchSize;
     const size = Math.min(batchSize, n - start);
     const x = tf.slice(images, [start], [size]);
     try {
       const batchLabels = truth.subarray(start, start + size);
-      const clean = predictClasses(logits, x);
-      for (let i = 0; i < size; i++) cleanCorrect[start + i] = clean[i] === batchLabels[i] ? 1 : 0;
-      options.eps.forEach((eps, e) => {
-        if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
-        for (const attack of attacks) {
-          const adv =
-            attack === "fgsm"
-              ? fgsm(model, x, batchLabels, {
-                  eps,
-                  norm: common[e].norm,
-                  clip,
-                  onWarning: warnOnce,
-                })
-              : pgd(model, x, batchLabels, {
-                  ...common[e],
-                  seed: streamSeed(common[e].seed, e, j),
-                  onWarning: warnOnce,
-                });
-          let predicted: Int32Array;
-          try {
-            predicted = predictClasses(logits, adv);
-          } finally {
-            adv.dispose();
-          }
-          const out = success[e][attack];
-          for (let i = 0; i < size; i++)
-            out[start + i] =
-              cleanCorrect[start + i] === 1 && predicted[i] !== batchLabels[i] ? 1 : 0;
-          options.onProgress?.(++done, total);
-        }
-      });
+      tally.recordBatch(
+        start,
+        batchLabels,
+        predictClasses(logits, x),
+        (adversarial) => predictClasses(logits, adversarial),
+        (attack, e, eps) =>
+          attack === "fgsm"
+            ? fgsm(model, x, batchLabels, { eps, norm: common[e].norm, clip, onWarning: tally.warnOnce })
+            : pgd(model, x, batchLabels, { ...common[e], seed: streamSeed(common[e].seed, e, j), onWarning: tally.warnOnce }),
+      );
     } finally {
       x.dispose();
     }
   }
-  const correct = cleanCorrect.reduce((a, c) => a + c, 0);
-  const outcome = (s: Uint8Array): AttackOutcome => ({
-    robustAccuracy: (correct - s.reduce((a, c) => a + c, 0)) / n,
-    success: s,
-  });
-  const results = options.eps.map((eps, e) => {
-    const r: RobustnessAtEps = {
-      eps,
-      stepSize: options.stepSize ?? defaultStepSize(eps, common[e].steps),
-    };
-    for (const a of attacks) r[a] = outcome(success[e][a]);
-    return r;
-  });
-  return {
-    count: n,
-    cleanAccuracy: correct / n,
-    cleanCorrect,
-    results,
-    seconds: (performance.now() - started) / 1000,
-  };
+  return tally.result((eps, e) => options.stepSize ?? defaultStepSize(eps, common[e].steps));
 }

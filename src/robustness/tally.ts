@@ -1,0 +1,98 @@
+import { tf } from "../backend.ts";
+import type { AttackName, AttackOutcome, RobustnessAtEps, RobustnessEvaluation } from "./evaluate.ts";
+
+/**
+ * The bookkeeping that input-space and embedding-space robustness evaluation share: clean
+ * correctness per example, attack success per eps and attack, progress and a single warning,
+ * and the final robust accuracies. An example counts as robust only if it is correct both
+ * clean and under attack, so robust accuracy never exceeds clean accuracy.
+ */
+export class AttackTally {
+  readonly cleanCorrect: Uint8Array;
+  private readonly success: { fgsm: Uint8Array; pgd: Uint8Array }[];
+  private done = 0;
+  private warned = false;
+  private readonly started = performance.now();
+
+  /**
+   * @param n number of examples.
+   * @param eps radii in input units (0 = no attack: robust accuracy = clean accuracy).
+   * @param attacks the attacks to run at each non-zero eps.
+   * @param batches number of batches (for progress totals).
+   */
+  constructor(
+    readonly n: number,
+    readonly eps: readonly number[],
+    readonly attacks: readonly AttackName[],
+    private readonly batches: number,
+    private readonly onProgress?: (done: number, total: number) => void,
+    private readonly onWarning?: (message: string) => void,
+  ) {
+    this.cleanCorrect = new Uint8Array(n);
+    this.success = eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
+  }
+
+  /** Passes the first warning of the evaluation on (console.warn by default); drops the rest. */
+  readonly warnOnce = (message: string): void => {
+    if (this.warned) return;
+    this.warned = true;
+    (this.onWarning ?? ((s: string) => console.warn(s)))(message);
+  };
+
+  /**
+   * Records one batch: its clean predictions, then for every non-zero eps and attack the
+   * adversarial batch made by `attack` and its predictions.
+   *
+   * @param start index of the batch's first example; labels and cleanPredicted [size].
+   * @param predict classes of a batch of adversarial inputs (throws on non-finite logits).
+   * @param attack adversarial inputs for (attack name, eps index, eps); disposed here.
+   */
+  recordBatch(
+    start: number,
+    labels: Int32Array,
+    cleanPredicted: Int32Array,
+    predict: (adversarial: tf.Tensor) => Int32Array,
+    attack: (name: AttackName, e: number, eps: number) => tf.Tensor,
+  ): void {
+    const size = labels.length;
+    for (let i = 0; i < size; i++) this.cleanCorrect[start + i] = cleanPredicted[i] === labels[i] ? 1 : 0;
+    const total = this.batches * this.eps.filter((e) => e > 0).length * this.attacks.length;
+    this.eps.forEach((eps, e) => {
+      if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
+      for (const name of this.attacks) {
+        const adv = attack(name, e, eps);
+        let predicted: Int32Array;
+        try {
+          predicted = predict(adv);
+        } finally {
+          adv.dispose();
+        }
+        const out = this.success[e][name];
+        for (let i = 0; i < size; i++)
+          out[start + i] = this.cleanCorrect[start + i] === 1 && predicted[i] !== labels[i] ? 1 : 0;
+        this.onProgress?.(++this.done, total);
+      }
+    });
+  }
+
+  /** The evaluation's result; `stepSize(eps, e)` gives the PGD step used at each eps. */
+  result(stepSize: (eps: number, e: number) => number): RobustnessEvaluation {
+    const correct = this.cleanCorrect.reduce((a, c) => a + c, 0);
+    const outcome = (s: Uint8Array): AttackOutcome => ({
+      robustAccuracy: (correct - s.reduce((a, c) => a + c, 0)) / this.n,
+      success: s,
+    });
+    const results = this.eps.map((eps, e) => {
+      const r: RobustnessAtEps = { eps, stepSize: stepSize(eps, e) };
+      for (const a of this.attacks) r[a] = outcome(this.success[e][a]);
+      return r;
+    });
+    return {
+      count: this.n,
+      cleanAccuracy: correct / this.n,
+      cleanCorrect: this.cleanCorrect,
+      results,
+      seconds: (performance.now() - this.started) / 1000,
+    };
+  }
+}
