@@ -120,16 +120,25 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
     if (!Number.isFinite(a[0])) throw new RangeError("symMaxEigenvalue: non-finite entry");
     return a[0];
   }
+  // Lower triangle only (w[i * m + j], j <= i).
   const w = new Float64Array(m * m);
   for (let i = 0; i < m; i++)
     for (let j = 0; j <= i; j++) {
       const v = a[i * m + j];
       if (!Number.isFinite(v)) throw new RangeError("symMaxEigenvalue: non-finite entry");
       w[i * m + j] = v;
-      w[j * m + i] = v;
     }
   const diag = new Float64Array(m);
   const off = new Float64Array(m); // off[i] couples i and i + 1
+  tridiagonalize(w, m, diag, off);
+  return tridiagMaxEigenvalue(diag, off, m);
+}
+
+/**
+ * Householder reduction of the symmetric matrix whose lower triangle is in w (overwritten) to
+ * tridiagonal form: diagonal into diag, off-diagonal into off.
+ */
+function tridiagonalize(w: Float64Array, m: number, diag: Float64Array, off: Float64Array): void {
   const v = new Float64Array(m);
   const p = new Float64Array(m);
   for (let k = 0; k < m - 2; k++) {
@@ -145,27 +154,43 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
     // v = x - alpha e1, normalized; H = I - 2 v v^T maps x to alpha e1.
     let vn2 = 0;
     for (let i = k + 1; i < m; i++) {
-      v[i] = w[i * m + k] - (i === k + 1 ? alpha : 0);
-      vn2 += v[i] * v[i];
+      const vi = w[i * m + k] - (i === k + 1 ? alpha : 0);
+      v[i] = vi;
+      vn2 += vi * vi;
     }
     off[k] = alpha;
     if (vn2 === 0) continue;
     const inv = 1 / Math.sqrt(vn2);
     for (let i = k + 1; i < m; i++) v[i] *= inv;
     // A' = A - 2 v w^T - 2 w v^T with p = A v, K = v^T p, w = p - K v (trailing block only).
-    let kk = 0;
+    for (let i = k + 1; i < m; i++) p[i] = 0;
     for (let i = k + 1; i < m; i++) {
-      let s = 0;
-      for (let j = k + 1; j < m; j++) s += w[i * m + j] * v[j];
-      p[i] = s;
-      kk += v[i] * s;
+      const row = i * m;
+      const vi = v[i];
+      let s = w[row + i] * vi;
+      for (let j = k + 1; j < i; j++) {
+        const aij = w[row + j];
+        s += aij * v[j];
+        p[j] += aij * vi;
+      }
+      p[i] += s;
     }
+    let kk = 0;
+    for (let i = k + 1; i < m; i++) kk += v[i] * p[i];
     for (let i = k + 1; i < m; i++) p[i] -= kk * v[i];
-    for (let i = k + 1; i < m; i++)
-      for (let j = k + 1; j < m; j++) w[i * m + j] -= 2 * (v[i] * p[j] + p[i] * v[j]);
+    for (let i = k + 1; i < m; i++) {
+      const row = i * m;
+      const vi2 = 2 * v[i];
+      const pi2 = 2 * p[i];
+      for (let j = k + 1; j <= i; j++) w[row + j] -= vi2 * p[j] + pi2 * v[j];
+    }
   }
   for (let i = 0; i < m; i++) diag[i] = w[i * m + i];
   off[m - 2] = w[(m - 1) * m + (m - 2)];
+}
+
+/** Largest eigenvalue of a symmetric tridiagonal matrix from above (Sturm bisection). */
+function tridiagMaxEigenvalue(diag: Float64Array, off: Float64Array, m: number): number {
   // Gershgorin interval of the tridiagonal matrix.
   let lo = Infinity;
   let hi = -Infinity;
@@ -177,23 +202,22 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
   const scale = Math.max(Math.abs(lo), Math.abs(hi));
   if (scale === 0) return 0;
   const tiny = scale * EPS * EPS;
-  /** Number of eigenvalues strictly below x (Sturm sequence of the LDL^T pivots). */
-  const below = (x: number): number => {
-    let count = 0;
-    let q = diag[0] - x;
-    if (q === 0) q = -tiny;
-    if (q < 0) count++;
-    for (let i = 1; i < m; i++) {
-      q = diag[i] - x - (off[i - 1] * off[i - 1]) / q;
-      if (q === 0) q = -tiny;
-      if (q < 0) count++;
-    }
-    return count;
-  };
+  const off2 = new Float64Array(m);
+  for (let i = 0; i < m - 1; i++) off2[i] = off[i] * off[i];
   for (let it = 0; it < 200 && hi - lo > 2 * EPS * scale; it++) {
     const mid = lo + (hi - lo) / 2;
     if (mid <= lo || mid >= hi) break;
-    if (below(mid) === m) hi = mid;
+    // Number of eigenvalues strictly below mid (Sturm sequence of the LDL^T pivots).
+    let count = 0;
+    let q = diag[0] - mid;
+    if (q === 0) q = -tiny;
+    if (q < 0) count++;
+    for (let i = 1; i < m; i++) {
+      q = diag[i] - mid - off2[i - 1] / q;
+      if (q === 0) q = -tiny;
+      if (q < 0) count++;
+    }
+    if (count === m) hi = mid;
     else lo = mid;
   }
   return hi + 8 * m * EPS * scale;
@@ -290,4 +314,25 @@ export function sqrtFactor(g: ArrayLike<number>, m: number): Float64Array {
     for (let k = 0; k < m; k++) f[i * m + k] = s * vectors[k * m + i];
   }
   return f;
+}
+
+/**
+ * Whether c I - S is positive definite for symmetric S [d, d] (an LDL^T factorization with all
+ * pivots > 0), i.e. lambda_max(S) < c. `work` [d, d] is scratch.
+ */
+export function belowCertified(s: Float64Array, d: number, c: number, work: Float64Array): boolean {
+  // Cholesky of A = c I - S, lower factor in work (row-major).
+  for (let i = 0; i < d; i++) {
+    const oi = i * d;
+    for (let j = 0; j <= i; j++) {
+      const oj = j * d;
+      let v = (i === j ? c : 0) - s[oi + j];
+      for (let k = 0; k < j; k++) v -= work[oi + k] * work[oj + k];
+      if (i === j) {
+        if (!(v > 0)) return false;
+        work[oi + i] = Math.sqrt(v);
+      } else work[oi + j] = v / work[oj + j];
+    }
+  }
+  return true;
 }

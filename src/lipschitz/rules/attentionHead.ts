@@ -1,7 +1,14 @@
 import { rowStats } from "../../softmax/rowStats.ts";
 import { solveSecular } from "../../softmax/sigma.ts";
 import { sigmaQuadFromStats, sigmaTop2FromStats } from "../../softmax/closedForm.ts";
-import { congruence, gramCols, spectralNorm, sqrtFactor, symMaxEigenvalue } from "../linalg.ts";
+import {
+  belowCertified,
+  congruence,
+  gramCols,
+  spectralNorm,
+  sqrtFactor,
+  symMaxEigenvalue,
+} from "../linalg.ts";
 
 /**
  * Local Lipschitz bounds of ONE attention head at an input X (MATH.md section 2), in float64.
@@ -458,8 +465,16 @@ function queryPathExact(
   const vb = new Float64Array(dk);
   const gc = new Float64Array(dk2);
   const ct = new Float64Array(dk2);
-  for (let i = 0; i < n; i++) {
-    if (!rows.live[i] || rows.exact[i] === 0) continue;
+  // Rows in decreasing order of exact sigma; a row whose C_i^T G_Q C_i is certified below the
+  // running max (positive-definite Cholesky of c I - that matrix, c slightly reduced to cover
+  // the certificate's rounding) cannot raise the max and skips the eigenvalue computation.
+  const order: number[] = [];
+  for (let i = 0; i < n; i++) if (rows.live[i] && rows.exact[i] !== 0) order.push(i);
+  order.sort((x, y) => rows.exact[y] - rows.exact[x]);
+  const work = new Float64Array(dk2);
+  let best = 0;
+  let any = false;
+  for (const i of order) {
     kb.fill(0);
     vb.fill(0);
     ci.fill(0);
@@ -496,7 +511,11 @@ function queryPathExact(
         ct[a * dk + b] = s;
         ct[b * dk + a] = s;
       }
-    queryExact = Math.max(queryExact, Math.sqrt(Math.max(symMaxEigenvalue(ct, dk), 0)));
+    if (any && belowCertified(ct, dk, best * (1 - 4 * dk * (dk + 1) * Number.EPSILON), work))
+      continue;
+    best = Math.max(best, symMaxEigenvalue(ct, dk));
+    any = true;
   }
+  queryExact = Math.sqrt(Math.max(best, 0));
   return queryExact;
 }
