@@ -127,7 +127,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       title:
         settings.task === "text"
           ? "attnlip demo: a text transformer on the SpamAssassin corpus, without and with JaSMin"
-          : "attnlip demo: vit-tiny on MNIST, without and with JaSMin",
+          : `attnlip demo: ${typeof settings.model === "string" ? settings.model : "a tiny ViT"} on MNIST, without and with JaSMin`,
     },
   );
   const reportPath = join(out, "report.html");
