@@ -87,6 +87,18 @@ export class ConfigError extends Error {
 }
 
 const PRESETS = {
+  // A seconds-scale ViT for quick looks and tests: patch 7 (17 tokens), d 16, 2 heads, 1 block.
+  "vit-micro": {
+    kind: "vit",
+    imageSize: 28,
+    channels: 1,
+    patchSize: 7,
+    dModel: 16,
+    heads: 2,
+    blocks: 1,
+    mlpHidden: 32,
+    classes: 10,
+  },
   "vit-tiny": {
     kind: "vit",
     imageSize: 28,

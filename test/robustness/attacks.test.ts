@@ -1,3 +1,4 @@
+import { modelPreset } from "../../src/nn/config.ts";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { tf, useBackend } from "../../src/backend.ts";
@@ -13,18 +14,8 @@ import { crossEntropySum } from "../../src/robustness/loss.ts";
 
 await useBackend("wasm");
 
-/** Tiny ViT: 28x28 digits, patch 7 (17 tokens), d 16, 2 heads, 1 block. */
-const TINY = {
-  kind: "vit",
-  imageSize: 28,
-  channels: 1,
-  patchSize: 7,
-  dModel: 16,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 32,
-  classes: 10,
-} as const;
+/** Tiny ViT: the `vit-micro` preset (28x28 digits, patch 7, 17 tokens, d 16, 2 heads, 1 block). */
+const TINY = modelPreset("vit-micro");
 
 const N = 64;
 const data = await loadDataset("mnist", { seed: 0, limit: 1024, testLimit: N });

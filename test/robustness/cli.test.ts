@@ -23,17 +23,8 @@ function attnlip(args: string[]): Promise<{ code: number | null; stdout: string;
   });
 }
 
-const TINY_JSON = JSON.stringify({
-  kind: "vit",
-  imageSize: 28,
-  channels: 1,
-  patchSize: 7,
-  dModel: 16,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 32,
-  classes: 10,
-});
+// The tiny ViT of these tests: the `vit-micro` preset (patch 7, 17 tokens, d 16, 2 heads, 1 block).
+const TINY_PRESET = "vit-micro";
 
 test("parseAttackFlags fills defaults and names the bad flag in one line", () => {
   const d = parseAttackFlags({});
@@ -127,7 +118,7 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
     "--data",
     "mnist",
     "--model",
-    TINY_JSON,
+    TINY_PRESET,
     "--epochs",
     "1",
     "--limit",

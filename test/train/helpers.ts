@@ -1,3 +1,4 @@
+import { modelPreset } from "../../src/nn/config.ts";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -5,18 +6,8 @@ import { loadDataset, type ImageDataset } from "../../src/data/dataset.ts";
 import type { ModelConfigInput } from "../../src/nn/config.ts";
 import type { TrainOptions } from "../../src/train/trainer.ts";
 
-/** The tiny ViT of the training tests: 28x28 digits, patch 7 (17 tokens), d 16, 2 heads, 1 block. */
-export const TINY: ModelConfigInput = {
-  kind: "vit",
-  imageSize: 28,
-  channels: 1,
-  patchSize: 7,
-  dModel: 16,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 32,
-  classes: 10,
-};
+/** The tiny ViT of the training tests: the `vit-micro` preset (patch 7, 17 tokens, d 16, 2 heads, 1 block). */
+export const TINY: ModelConfigInput = modelPreset("vit-micro");
 
 const cache = new Map<string, ImageDataset>();
 
