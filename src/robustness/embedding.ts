@@ -2,7 +2,7 @@ import { AttackTally } from "./tally.ts";
 import { tf } from "../backend.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
-import type { LipschitzProxy } from "./lipschitzProxy.ts";
+import { proxyFromMargins, writeMargins, type LipschitzProxy } from "./lipschitzProxy.ts";
 import {
   crossEntropyGradient,
   labelTensor,
@@ -21,11 +21,7 @@ import {
 } from "./pgd.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import { pgdStepL2, pgdStepLinf } from "./steps.ts";
-import type {
-  AttackName,
-  EvaluateRobustnessOptions,
-  RobustnessEvaluation,
-} from "./evaluate.ts";
+import type { AttackName, EvaluateRobustnessOptions, RobustnessEvaluation } from "./evaluate.ts";
 
 /**
  * Attacks on text classifiers in EMBEDDING space: the perturbed input is the matrix of token
@@ -244,7 +240,14 @@ export function evaluateTextRobustness(
   y.dispose();
   const lengths = rowLengths(inputs.mask);
   const batches = Math.ceil(n / batchSize);
-  const tally = new AttackTally(n, options.eps, attacks, batches, options.onProgress, options.onWarning);
+  const tally = new AttackTally(
+    n,
+    options.eps,
+    attacks,
+    batches,
+    options.onProgress,
+    options.onWarning,
+  );
   for (let j = 0; j < batches; j++) {
     const start = j * batchSize;
     const size = Math.min(batchSize, n - start);
@@ -263,7 +266,11 @@ export function evaluateTextRobustness(
         (adversarial) => predictClasses(logits, adversarial),
         (attack, e, eps) =>
           attack === "fgsm"
-            ? fgsmEmbedding(model, batch, batchLabels, { eps, norm: common[e].norm, onWarning: tally.warnOnce })
+            ? fgsmEmbedding(model, batch, batchLabels, {
+                eps,
+                norm: common[e].norm,
+                onWarning: tally.warnOnce,
+              })
             : pgdEmbedding(model, batch, batchLabels, {
                 ...common[e],
                 seed: streamSeed(common[e].seed, e, j),
@@ -313,13 +320,7 @@ export function textLipschitzProxy(
       const z = tf.tidy(() => model.forward(ids, { mask }).logits);
       const data = z.dataSync();
       z.dispose();
-      for (let i = 0; i < size; i++) {
-        const row = data.subarray(i * c, (i + 1) * c);
-        const t = truth[start + i];
-        let other = -Infinity;
-        for (let k = 0; k < c; k++) if (k !== t && row[k] > other) other = row[k];
-        margins[start + i] = row[t] - other;
-      }
+      writeMargins(data, c, truth, start, size, margins);
       lipschitz.set(
         networkLipschitz(model, ids, { mask, examplesPerPass: options.examplesPerPass }),
         start,
@@ -328,13 +329,5 @@ export function textLipschitzProxy(
       tf.dispose([ids, mask]);
     }
   }
-  const radii = new Float64Array(n);
-  let misclassified = 0;
-  for (let i = 0; i < n; i++) {
-    if (margins[i] <= 0) {
-      misclassified++;
-      radii[i] = 0;
-    } else radii[i] = margins[i] / (Math.SQRT2 * lipschitz[i]);
-  }
-  return { radii, margins, lipschitz, misclassified };
+  return proxyFromMargins(margins, lipschitz);
 }

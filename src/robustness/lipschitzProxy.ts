@@ -66,18 +66,41 @@ export function lipschitzProxy(
     const z = tf.tidy(() => logitsFn(tf.slice(x, [start], [size])));
     const data = z.dataSync();
     z.dispose();
-    for (let i = 0; i < size; i++) {
-      const row = data.subarray(i * c, (i + 1) * c);
-      const t = truth[start + i];
-      let other = -Infinity;
-      for (let k = 0; k < c; k++) if (k !== t && row[k] > other) other = row[k];
-      margins[start + i] = row[t] - other;
-    }
+    writeMargins(data, c, truth, start, size, margins);
   }
   const lipschitz = networkLipschitz(model, x, { examplesPerPass: options.examplesPerPass });
-  const radii = new Float64Array(n);
+  return proxyFromMargins(margins, lipschitz);
+}
+
+/**
+ * Writes margin = logit of the true class - largest other logit for `size` rows of a
+ * row-major [size, classes] logits array into margins[start ..].
+ */
+export function writeMargins(
+  logits: ArrayLike<number>,
+  classes: number,
+  truth: ArrayLike<number>,
+  start: number,
+  size: number,
+  margins: Float64Array,
+): void {
+  for (let i = 0; i < size; i++) {
+    const t = truth[start + i];
+    let other = -Infinity;
+    for (let k = 0; k < classes; k++)
+      if (k !== t && logits[i * classes + k] > other) other = logits[i * classes + k];
+    margins[start + i] = logits[i * classes + t] - other;
+  }
+}
+
+/**
+ * Radii margin / (sqrt(2) L) from margins and local Lipschitz constants (both [n]); a
+ * misclassified example (margin <= 0) gets radius 0 and is counted.
+ */
+export function proxyFromMargins(margins: Float64Array, lipschitz: Float64Array): LipschitzProxy {
+  const radii = new Float64Array(margins.length);
   let misclassified = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < margins.length; i++) {
     if (margins[i] <= 0) {
       misclassified++;
       radii[i] = 0;

@@ -1,5 +1,10 @@
 import { tf } from "../backend.ts";
-import type { AttackName, AttackOutcome, RobustnessAtEps, RobustnessEvaluation } from "./evaluate.ts";
+import type {
+  AttackName,
+  AttackOutcome,
+  RobustnessAtEps,
+  RobustnessEvaluation,
+} from "./evaluate.ts";
 
 /**
  * The bookkeeping that input-space and embedding-space robustness evaluation share: clean
@@ -55,7 +60,8 @@ export class AttackTally {
     attack: (name: AttackName, e: number, eps: number) => tf.Tensor,
   ): void {
     const size = labels.length;
-    for (let i = 0; i < size; i++) this.cleanCorrect[start + i] = cleanPredicted[i] === labels[i] ? 1 : 0;
+    for (let i = 0; i < size; i++)
+      this.cleanCorrect[start + i] = cleanPredicted[i] === labels[i] ? 1 : 0;
     const total = this.batches * this.eps.filter((e) => e > 0).length * this.attacks.length;
     this.eps.forEach((eps, e) => {
       if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
