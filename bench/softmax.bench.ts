@@ -3,18 +3,14 @@ import { tf, useBackend } from "../src/backend.ts";
 import { sigmaRows, softmaxRow } from "../src/softmax/index.ts";
 import { renderTable } from "../src/cli/table.ts";
 import { timeMs } from "./timing.ts";
+import { mulberry32 } from "../src/nn/prng.ts";
 
 /** Seeded normal logits, so every run measures the same rows. */
 function randomLogits(count: number, seed: number, scale: number): Float32Array {
-  let a = seed >>> 0;
-  const rand = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed);
   const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) out[i] = Math.sqrt(-2 * Math.log(Math.max(rand(), 1e-300))) * Math.cos(2 * Math.PI * rand()) * scale;
+  for (let i = 0; i < count; i++)
+    out[i] = Math.sqrt(-2 * Math.log(Math.max(rand(), 1e-300))) * Math.cos(2 * Math.PI * rand()) * scale;
   return out;
 }
 

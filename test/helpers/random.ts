@@ -1,14 +1,5 @@
-/** Seeded PRNG for tests (mulberry32): reproducible rows on every machine. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Seeded PRNG for tests: the same mulberry32 that seeds weight initialisation. */
+export { mulberry32 } from "../../src/nn/prng.ts";
 
 /** Standard normal sample by Box-Muller. */
 export function gaussian(rand: () => number): number {
