@@ -188,3 +188,16 @@ test("SpamAssassin: 6046 messages (1896 spam), 80/20 stratified split, vocabular
   assert.equal(d.train.length, 128);
   for (let i = 0; i < d.test.count; i++) assert.equal(d.test.ids[i * 128], CLS_ID);
 });
+
+test("a CSV with a UTF-8 BOM and a stray non-UTF-8 byte keeps its header; one class is a clear error", async () => {
+  const { decodeBytes } = await import("../../src/data/text/decode.ts");
+  const bytes = Uint8Array.from([0xef, 0xbb, 0xbf, ...Buffer.from("text,label\r\ncaf\u00e9 "), 0xff, ...Buffer.from(",ham\r\n")]);
+  const text = decodeBytes(bytes);
+  assert.ok(text.startsWith("text,label"), JSON.stringify(text.slice(0, 12)));
+  assert.ok(text.includes("caf\u00e9"), "valid UTF-8 elsewhere survives");
+  const { labelIds } = await import("../../src/data/text/files.ts");
+  assert.throws(
+    () => labelIds({ texts: ["a", "b"], labels: ["ham", "ham"], lines: [2, 3] } as never, "one.csv"),
+    /one\.csv: the label column has only one class \("ham"\)/,
+  );
+});

@@ -5,23 +5,27 @@
  */
 
 const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const UTF8_LENIENT = new TextDecoder("utf-8", { ignoreBOM: true });
 const LATIN = new TextDecoder("windows-1252");
 
 /**
- * Bytes to a string: UTF-8 when the bytes are valid UTF-8 (a leading BOM removed), otherwise
- * Windows-1252 (a superset of ISO-8859-1 that maps every byte), so no input is an error.
+ * Bytes to a string: UTF-8 after a UTF-8 byte-order mark (removed; invalid bytes become
+ * U+FFFD) or when the bytes are valid UTF-8, otherwise Windows-1252 (a superset of ISO-8859-1
+ * that maps every byte), so no input is an error.
  *
  * @param bytes any bytes (empty gives "").
  * @returns the decoded string.
  */
 export function decodeBytes(bytes: Uint8Array): string {
-  let text: string;
+  // A UTF-8 byte-order mark declares the encoding: decode as UTF-8 (a stray invalid byte
+  // becomes U+FFFD) rather than reading the whole file, BOM included, as Windows-1252.
+  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+    return UTF8_LENIENT.decode(bytes.subarray(3));
   try {
-    text = UTF8.decode(bytes);
+    return UTF8.decode(bytes);
   } catch {
-    text = LATIN.decode(bytes);
+    return LATIN.decode(bytes);
   }
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 /** The bytes of a binary string (each char code 0..255 one byte; higher codes keep their low byte). */

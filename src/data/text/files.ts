@@ -169,7 +169,7 @@ export function readJsonlTexts(file: string, columns: TextColumns = {}): TextRec
  *
  * @returns {ids: Int32Array, names} (names[i] is the label of class i).
  * @throws InputError naming the file, the line and the label when a label is not in `names`,
- *   or when the file has no records.
+ *   when the file has no records, or (without `names`) when it has only one class.
  */
 export function labelIds(
   records: TextRecords,
@@ -184,6 +184,10 @@ export function labelIds(
     classes = numeric
       ? distinct.sort((a, b) => Number(a) - Number(b))
       : distinct.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    if (classes.length < 2)
+      throw new InputError(
+        `${file}: the label column has only one class (${JSON.stringify(classes[0])}); a classifier needs at least two`,
+      );
   } else classes = [...names];
   const index = new Map(classes.map((c, i) => [c, i]));
   const ids = new Int32Array(records.labels.length);
