@@ -9,6 +9,7 @@ import type { TrainState } from "../train/checkpoint.ts";
 import { InputError } from "../softmax/parse.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { UsageError } from "../cli/errors.ts";
+import { progressLine } from "../cli/progressLine.ts";
 import { analyze, type Analysis } from "./analyze.ts";
 import { analysisTables } from "./table.ts";
 import { writeAnalysis } from "./files.ts";
@@ -84,7 +85,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
       );
     const inputs = tf.tensor4d(split.images, [split.count, h, w, c]);
     console.log(`analyzing ${source} on ${split.count} test inputs of ${data.spec} (${run.backend} backend)`);
-    const interactive = process.stderr.isTTY;
+    const progress = analysisProgress();
     const analysis = (() => {
       try {
         return analyze(model, inputs, {
@@ -92,15 +93,11 @@ export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
           maxIterations: run.iterations,
           seed: run.seed,
           truth: { heads: run.headTruth, blocks: run.blockTruth },
-          onProgress: (done, total) => {
-            if (interactive) process.stderr.write(`\r  input ${done}/${total}`);
-            else if (done === total || done % Math.max(1, Math.round(total / 4)) === 0)
-              console.error(`  analyzed ${done}/${total} inputs`);
-          },
+          onProgress: progress.onProgress,
         });
       } finally {
         inputs.dispose();
-        if (interactive) process.stderr.write("\n");
+        progress.end();
       }
     })();
     if (run.print !== false) console.log(analysisTables(analysis));
@@ -156,7 +153,7 @@ async function analyzeText(
   console.log(
     `analyzing ${source} on ${inputs.split.count} test texts of ${inputs.spec} (token-embedding space, padding masked; ${run.backend} backend)`,
   );
-  const interactive = process.stderr.isTTY;
+  const progress = analysisProgress();
   let analysis: Analysis;
   try {
     analysis = analyze(model, inputs.ids, {
@@ -165,15 +162,11 @@ async function analyzeText(
       maxIterations: run.iterations,
       seed: run.seed,
       truth: { heads: run.headTruth, blocks: run.blockTruth },
-      onProgress: (done, total) => {
-        if (interactive) process.stderr.write(`\r  input ${done}/${total}`);
-        else if (done === total || done % Math.max(1, Math.round(total / 4)) === 0)
-          console.error(`  analyzed ${done}/${total} inputs`);
-      },
+      onProgress: progress.onProgress,
     });
   } finally {
     tf.dispose([inputs.ids, inputs.mask]);
-    if (interactive) process.stderr.write("\n");
+    progress.end();
   }
   if (run.print !== false) console.log(analysisTables(analysis));
   console.log(`bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`);
@@ -188,4 +181,9 @@ async function analyzeText(
     console.log(`wrote ${paths.join(" and ")}`);
   }
   return analysis;
+}
+
+/** Progress of the analysis over inputs. */
+function analysisProgress() {
+  return progressLine("input", (done, total) => `  analyzed ${done}/${total} inputs`);
 }

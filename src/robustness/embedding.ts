@@ -1,4 +1,4 @@
-import { AttackTally } from "./tally.ts";
+import { AttackTally, resolveAttacks } from "./tally.ts";
 import { tf } from "../backend.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
@@ -21,7 +21,7 @@ import {
 } from "./pgd.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import { pgdStepL2, pgdStepLinf } from "./steps.ts";
-import type { AttackName, EvaluateRobustnessOptions, RobustnessEvaluation } from "./evaluate.ts";
+import type { EvaluateRobustnessOptions, RobustnessEvaluation } from "./evaluate.ts";
 
 /**
  * Attacks on text classifiers in EMBEDDING space: the perturbed input is the matrix of token
@@ -216,15 +216,7 @@ export function evaluateTextRobustness(
 ): RobustnessEvaluation {
   const who = "evaluateTextRobustness";
   checkText(model, inputs, who);
-  const asked: readonly AttackName[] =
-    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
-  const attacks = [...new Set(asked)];
-  if (attacks.length === 0 || !attacks.every((a) => a === "fgsm" || a === "pgd"))
-    throw new RangeError(
-      `${who}: attack must be fgsm and/or pgd, got ${JSON.stringify(options.attack)}`,
-    );
-  if (!Array.isArray(options.eps) || options.eps.length === 0)
-    throw new RangeError(`${who}: give at least one eps`);
+  const attacks = resolveAttacks(options, who);
   const common = options.eps.map((eps) =>
     resolvePgdOptions(
       { ...options, eps, stepSize: options.stepSize ?? undefined, clip: NO_CLIP },

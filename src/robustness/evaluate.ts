@@ -1,4 +1,4 @@
-import { AttackTally } from "./tally.ts";
+import { AttackTally, resolveAttacks } from "./tally.ts";
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { fgsm } from "./fgsm.ts";
@@ -101,15 +101,7 @@ export function evaluateRobustness(
   options: EvaluateRobustnessOptions,
 ): RobustnessEvaluation {
   const who = "evaluateRobustness";
-  const asked: readonly AttackName[] =
-    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
-  const attacks = [...new Set(asked)];
-  if (attacks.length === 0 || !attacks.every((a) => a === "fgsm" || a === "pgd"))
-    throw new RangeError(
-      `${who}: attack must be fgsm and/or pgd, got ${JSON.stringify(options.attack)}`,
-    );
-  if (!Array.isArray(options.eps) || options.eps.length === 0)
-    throw new RangeError(`${who}: give at least one eps`);
+  const attacks = resolveAttacks(options, who);
   const common = options.eps.map((eps) =>
     resolvePgdOptions({ ...options, eps, stepSize: options.stepSize ?? undefined }, who),
   );

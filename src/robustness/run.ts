@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { tf, useBackend } from "../backend.ts";
 import { UsageError } from "../cli/errors.ts";
+import { progressLine } from "../cli/progressLine.ts";
 import { formatNumber, renderTable } from "../cli/table.ts";
 import { DEFAULT_EPS, type AttackFlags } from "../cli/attackCommand.ts";
 import { isTextDataSpec, loadTextEvalInputs } from "../data/text/dataset.ts";
@@ -204,16 +205,9 @@ interface Prepared {
   spec: string;
 }
 
-function progress(label: string) {
-  const interactive = process.stderr.isTTY;
-  return {
-    interactive,
-    onProgress: (done: number, total: number) => {
-      if (interactive) process.stderr.write(`\r  ${label} ${done}/${total}`);
-      else if (done === total || done % Math.max(1, Math.round(total / 4)) === 0)
-        console.error(`  attacked ${done}/${total} (batch, eps, attack) units`);
-    },
-  };
+/** Progress of an attack over (batch, eps, attack) units. */
+function progress() {
+  return progressLine("attack", (done, total) => `  attacked ${done}/${total} (batch, eps, attack) units`);
 }
 
 /** The text path: test texts encoded with the checkpoint's tokenizer, attacks in embedding space. */
@@ -242,7 +236,7 @@ async function prepareText(
   const count = inputs.split.count;
   if (count === 0) throw new UsageError(`attack: --data: the test split of ${inputs.spec} holds no examples`);
   if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
-  const p = progress("attack");
+  const p = progress();
   console.log(
     `attacking ${source} on ${count} test texts of ${inputs.spec} in token-embedding space (no clipping): ` +
       `${run.norm}, ${run.attacks.join(" + ")}, ${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
@@ -259,7 +253,7 @@ async function prepareText(
       onWarning: (m) => console.error(`attack: warning: ${m}`),
       onProgress: p.onProgress,
     });
-    if (p.interactive) process.stderr.write("\n");
+    p.end();
     const proxy = textLipschitzProxy(model, inputs, inputs.split.labels, { batchSize: run.batch });
     return { evaluation, proxy, count, spec: inputs.spec };
   } finally {
@@ -291,7 +285,7 @@ async function prepareImages(model: TransformerClassifier, run: ResolvedRun, sou
         `attack: the test split has ${split.count} examples; using all of them (asked for ${run.n})`,
       );
     const images = tf.tensor4d(split.images, [split.count, h, w, c]);
-    const interactive = process.stderr.isTTY;
+    const p = progress();
     console.log(
       `attacking ${source} on ${split.count} test examples of ${data.spec}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
         `${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
@@ -307,13 +301,9 @@ async function prepareImages(model: TransformerClassifier, run: ResolvedRun, sou
         batchSize: run.batch,
         seed: run.seed,
         onWarning: (m) => console.error(`attack: warning: ${m}`),
-        onProgress: (done, total) => {
-          if (interactive) process.stderr.write(`\r  attack ${done}/${total}`);
-          else if (done === total || done % Math.max(1, Math.round(total / 4)) === 0)
-            console.error(`  attacked ${done}/${total} (batch, eps, attack) units`);
-        },
+        onProgress: p.onProgress,
       });
-      if (interactive) process.stderr.write("\n");
+      p.end();
       proxy = lipschitzProxy(model, images, split.labels, { batchSize: run.batch });
     } finally {
       images.dispose();

@@ -2,9 +2,32 @@ import { tf } from "../backend.ts";
 import type {
   AttackName,
   AttackOutcome,
+  EvaluateRobustnessOptions,
   RobustnessAtEps,
   RobustnessEvaluation,
 } from "./evaluate.ts";
+
+/**
+ * The attacks an evaluation runs (fgsm and/or pgd, both by default, duplicates dropped), after
+ * checking that at least one eps is given.
+ *
+ * @throws RangeError naming `who` on an unknown attack or an empty eps list.
+ */
+export function resolveAttacks(
+  options: Pick<EvaluateRobustnessOptions, "attack" | "eps">,
+  who: string,
+): AttackName[] {
+  const asked: readonly AttackName[] =
+    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
+  const attacks = [...new Set(asked)];
+  if (attacks.length === 0 || !attacks.every((a) => a === "fgsm" || a === "pgd"))
+    throw new RangeError(
+      `${who}: attack must be fgsm and/or pgd, got ${JSON.stringify(options.attack)}`,
+    );
+  if (!Array.isArray(options.eps) || options.eps.length === 0)
+    throw new RangeError(`${who}: give at least one eps`);
+  return attacks;
+}
 
 /**
  * The bookkeeping that input-space and embedding-space robustness evaluation share: clean
