@@ -143,7 +143,7 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
 
 /**
  * Local Lipschitz analysis of a transformer classifier at the given inputs: for every input,
- * every block and every attention head, each bound variant of MATH.md sections 2-3 beside
+ * every block and every attention head, each bound variant of docs/math.md sections 2-3 beside
  * the true value and the ratio bound / true, the attention statistics that explain them
  * (mean and max sigma, mean p_(1), mean entropy), and the whole network's bounds beside its
  * exact local Lipschitz constant (the spectral norm of the C x D input Jacobian of the logits).

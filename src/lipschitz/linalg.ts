@@ -1,5 +1,5 @@
 /**
- * Small dense float64 linear algebra for the Lipschitz rules (MATH.md sections 2-3): Gram
+ * Small dense float64 linear algebra for the Lipschitz rules (docs/math.md sections 2-3): Gram
  * matrices, the largest eigenvalue of a symmetric matrix, spectral norms, and a square-root
  * factor of a Gram matrix. Matrices are row-major Float64Arrays.
  *

@@ -13,7 +13,7 @@ import { modelWeightNorms, type Weights } from "./rules/weightNorms.ts";
 
 /**
  * The walker: composes the layer rules (rules/table.ts) over a traced forward pass, in float64
- * on the JS side (MATH.md sections 2-3; DESIGN.md data flow).
+ * on the JS side (docs/math.md sections 2-3; docs/design.md, Data flow).
  */
 
 /** Attention statistics of one head on one example, over its real, live query rows. */

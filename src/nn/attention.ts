@@ -32,10 +32,10 @@ export type AttentionResult = {
 };
 
 /**
- * Multi-head self-attention (Vaswani et al. 2017; notation of MATH.md section 2):
+ * Multi-head self-attention (Vaswani et al. 2017; notation of docs/math.md section 2):
  * P_h = rowsoftmax(Q_h K_h^T / sqrt(d_k)) with masked entries 0, out = [P_1 V_1, ..., P_H V_H] W_O + b_O.
  *
- * Formulated for wasm (PERF.md): one [b*n, d] x [d, 3d] matmul for Q, K, V; reshape to
+ * Formulated for wasm (docs/performance.md): one [b*n, d] x [d, 3d] matmul for Q, K, V; reshape to
  * [b, n, 3h, d_k] and one rank-4 transpose to [b, 3h, n, d_k]; Q K^T as matMul with transposeB.
  * Masking: scores get -1e9 at masked keys, then the softmax output is multiplied by the mask,
  * so masked probabilities are exactly 0 and so is the gradient reaching masked scores; a fully

@@ -97,7 +97,7 @@ export type BlockResult = { out: tf.Tensor; trace: BlockTrace };
 /**
  * One transformer block. Pre-LN (Xiong et al. 2020): y = x + attn(LN1(x)), out = y + mlp(LN2(y)).
  * Post-LN (Vaswani et al. 2017): y = LN1(x + attn(x)), out = LN2(y + mlp(y)).
- * MATH.md section 3 composes their bounds from the sub-layer inputs returned in `trace`.
+ * docs/math.md section 3 composes their bounds from the sub-layer inputs returned in `trace`.
  *
  * @param x float32 [b, n, d].
  * @returns out float32 [b, n, d] and the block's trace tensors (not kept: wrap in tidy and keep

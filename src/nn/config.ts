@@ -3,7 +3,7 @@ import { z } from "zod";
 /**
  * Model configurations: zod schemas, inferred types and named presets.
  * Architecture follows the ViT paper (Dosovitskiy et al. 2021) and a BERT-style text encoder,
- * both in the pre-LN arrangement by default (Xiong et al. 2020); MATH.md section 3 gives the
+ * both in the pre-LN arrangement by default (Xiong et al. 2020); docs/math.md section 3 gives the
  * Lipschitz composition these shapes feed.
  */
 

@@ -1,7 +1,7 @@
 /**
  * GELU in its tanh approximation (Hendrycks & Gimpel 2016, eq. for "0.5x(1 + tanh[...])", the
  * form GPT-2 and BERT's TF code use), as plain float64 functions for the bound rules
- * (MATH.md section 3 needs act'(h)). The tensor version is in mlp.ts.
+ * (docs/math.md section 3 needs act'(h)). The tensor version is in mlp.ts.
  *
  *   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *   gelu'(x) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) sqrt(2/pi) (1 + 3 * 0.044715 x^2)

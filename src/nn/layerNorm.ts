@@ -3,7 +3,7 @@ import { tf } from "../backend.ts";
 /**
  * LayerNorm over the last axis (Ba, Kiros & Hinton 2016):
  * y = gamma * (x - mean) / sqrt(var + eps) + beta, var the biased (1/d) variance.
- * Its Jacobian and local Lipschitz constant are in MATH.md section 3. A constant row has
+ * Its Jacobian and local Lipschitz constant are in docs/math.md section 3. A constant row has
  * var = 0 and gives y = beta with finite gradients (the eps keeps rsqrt finite).
  *
  * @param x float32 [..., d].

@@ -1,7 +1,7 @@
 import { tf } from "../backend.ts";
 
 /**
- * Affine layers in the form PERF.md measured fastest on wasm: one 2-D matmul on
+ * Affine layers in the form measured fastest on wasm (docs/performance.md): one 2-D matmul on
  * [rows, in] x [in, out] with batch and token axes flattened into rows, and a custom gradient
  * made of plain 2-D matmuls (dX = dY W^T, dW = X^T dY with explicit transposes, which keep
  * XNNPACK's fast path) and a column sum for db.

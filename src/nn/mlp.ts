@@ -33,7 +33,7 @@ export type MlpResult = {
 
 /**
  * Position-wise MLP: out = GELU(x W1 + b1) W2 + b2 (Vaswani et al. 2017, with GELU as in ViT).
- * Its local Lipschitz rule is max_row ||W2 diag(gelu'(h_row)) W1||_2 (MATH.md section 3),
+ * Its local Lipschitz rule is max_row ||W2 diag(gelu'(h_row)) W1||_2 (docs/math.md section 3),
  * which is why h is returned.
  *
  * @param x float32 [..., d].

@@ -6,7 +6,7 @@ import type { NamedArray } from "./params.ts";
  * Float64 reference forward passes in plain TypeScript (no tfjs), from the weights
  * `getWeights()` returns: the test oracle for the tfjs layers. One sequence at a time;
  * matrices are row-major Float64Arrays. Formulas as in the tfjs files (attention.ts,
- * layerNorm.ts, mlp.ts, block.ts, vit.ts, textClassifier.ts) and MATH.md sections 2-3.
+ * layerNorm.ts, mlp.ts, block.ts, vit.ts, textClassifier.ts) and docs/math.md sections 2-3.
  */
 
 /** Weights by name, as ParamStore.getWeights returns them. */

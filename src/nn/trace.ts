@@ -1,7 +1,7 @@
 import type { tf } from "../backend.ts";
 
 /**
- * What a traced forward pass keeps for the Lipschitz rules (DESIGN.md data flow). All tensors
+ * What a traced forward pass keeps for the Lipschitz rules (docs/design.md, Data flow). All tensors
  * are float32; b = batch, n = tokens, d = model width, H = heads, d_k = d / H.
  */
 

@@ -79,7 +79,7 @@ function streamSeed(seed: number, epsIndex: number, batchIndex: number): number 
 }
 
 /**
- * Clean and robust accuracy of a classifier under FGSM and/or PGD (MATH.md section 5), model
+ * Clean and robust accuracy of a classifier under FGSM and/or PGD (docs/math.md section 5), model
  * in inference mode, loss = cross-entropy on the true label. An example counts as robust at
  * eps when it is classified correctly clean AND on the adversarial input, so robust accuracy
  * <= clean accuracy, and eps 0 (no attack run) gives the clean accuracy exactly. Examples are

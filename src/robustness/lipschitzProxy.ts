@@ -24,7 +24,7 @@ export interface LipschitzProxy {
 }
 
 /**
- * The Lipschitz-based robustness radius of each example (MATH.md section 5):
+ * The Lipschitz-based robustness radius of each example (docs/math.md section 5):
  * r = margin / (sqrt(2) L), margin = z_y - max_{j != y} z_j (logits z, true class y), and L the
  * EXACT local Lipschitz constant of the logits at the example (networkLipschitz: the largest
  * singular value of the input Jacobian). If L bounded the Jacobian on the whole l_2 ball of

@@ -1,7 +1,7 @@
 import { rowStats, type RowStats } from "./rowStats.ts";
 
 /**
- * The seed paper's closed-form upper bound on sigma(p) = ||diag(p) - p p^T||_2 (MATH.md
+ * The seed paper's closed-form upper bound on sigma(p) = ||diag(p) - p p^T||_2 (docs/math.md
  * section 1, "top-two"; arXiv:2507.07814 as transcribed): p_(1) (1 - p_(1) + p_(2)),
  * with 1 - p_(1) taken as the sum of the other entries so that near one-hot rows keep
  * their digits.
@@ -22,7 +22,7 @@ export function sigmaTop2FromStats(st: RowStats): number {
 }
 
 /**
- * The quadratic closed-form upper bound on sigma(p) (MATH.md section 1, "quadratic"):
+ * The quadratic closed-form upper bound on sigma(p) (docs/math.md section 1, "quadratic"):
  * with a = p_(1), b = p_(2), r = sum of the others, S = sum of their squares,
  * B = a r + b - S, C = a (b r - S), sigmaQuad = (B + sqrt(max(B^2 - 4C, 0))) / 2.
  * It is the larger root of the quadratic that bounds the secular equation from below,

@@ -2,7 +2,7 @@ import { rowStats } from "./rowStats.ts";
 
 /**
  * Classical upper bounds on sigma(p) = ||diag(p) - p p^T||_2, kept to compare the exact
- * value and the closed forms against (MATH.md section 1). All are valid for any row on
+ * value and the closed forms against (docs/math.md section 1). All are valid for any row on
  * the simplex:
  * - `half`: 1/2, the tight global constant (arXiv:2510.23012);
  * - `one`: 1, the classical softmax Lipschitz constant;

@@ -4,7 +4,7 @@ import { referenceBounds } from "./referenceBounds.ts";
 
 /**
  * Every per-row quantity `attnlip sigma` reports, in its JSON order: the exact sigma, the
- * two closed forms, and the classical bounds (MATH.md section 1).
+ * two closed forms, and the classical bounds (docs/math.md section 1).
  */
 export interface RowReport {
   n: number;

@@ -13,7 +13,7 @@ export interface RowStats {
   a: number;
   /** p_(2): the largest entry at any other index (equals `a` on a tie at the top). */
   b: number;
-  /** r = sum of all entries but p_(1); the stable form of 1 - p_(1) (MATH.md section 1). */
+  /** r = sum of all entries but p_(1); the stable form of 1 - p_(1) (docs/math.md section 1). */
   r: number;
   /** S = sum of squares of all entries but p_(1) (may underflow for tiny entries; see sScaled). */
   s: number;

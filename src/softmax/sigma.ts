@@ -3,7 +3,7 @@ import { sigmaQuadFromStats } from "./closedForm.ts";
 
 /**
  * Exact spectral norm of the softmax Jacobian of one attention row,
- * sigma(p) = ||diag(p) - p p^T||_2 = lambda_max(diag(p) - p p^T) (MATH.md section 1).
+ * sigma(p) = ||diag(p) - p p^T||_2 = lambda_max(diag(p) - p p^T) (docs/math.md section 1).
  *
  * Computed in float64 as the root in (p_(2), p_(1)) of the secular equation
  * sum_i p_i^2 / (p_i - lambda) = 1, by a safeguarded rational (LAPACK dlaed4-style) Newton
@@ -147,7 +147,7 @@ export function solveSecular(
 
 /**
  * Unit top eigenvector v of J(p) = diag(p) - p p^T and sigma, from v_k proportional to
- * p_k / (p_k - sigma) (MATH.md section 1). On a tie at the top (no unique eigenvector) it
+ * p_k / (p_k - sigma) (docs/math.md section 1). On a tie at the top (no unique eigenvector) it
  * returns the normalized difference of the first two tied positions, one valid choice.
  * Zero and masked entries get v_k = 0.
  *
@@ -190,7 +190,7 @@ export function sigmaEigenvector(
 /**
  * Gradient of sigma(p) with respect to each entry of p (the entries treated as free
  * variables, as backpropagation through softmax needs): d sigma / d p_k = v_k^2 - 2 (p.v) v_k
- * with v the unit top eigenvector (MATH.md section 1). At a tie at the top sigma is not
+ * with v the unit top eigenvector (docs/math.md section 1). At a tie at the top sigma is not
  * differentiable and this returns one subgradient.
  *
  * @returns {sigma, grad} with grad of length n (zeros at zero and masked entries).

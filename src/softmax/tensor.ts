@@ -17,7 +17,7 @@ interface TopTwo {
 /**
  * p_(1), p_(2) and r = sum of the others for each row, through argMax and one-hot masks:
  * max() would be simpler, but its gradient builds a broadcast comparison over the whole
- * attention stack, which PERF.md measured as slow on wasm.
+ * attention stack, which is slow on wasm (docs/performance.md).
  */
 function topTwo(p: tf.Tensor): TopTwo {
   const n = p.shape[p.rank - 1];
@@ -36,7 +36,7 @@ function checkProbabilities(p: tf.Tensor, fn: string): void {
 }
 
 /**
- * sigmaTop2 per row (MATH.md section 1): p_(1) (r + p_(2)) with r the sum of the other
+ * sigmaTop2 per row (docs/math.md section 1): p_(1) (r + p_(2)) with r the sum of the other
  * entries. Differentiable by autodiff (first order).
  *
  * @param p attention probabilities, float32, shape [..., n].
@@ -51,7 +51,7 @@ export function sigmaTop2Tensor(p: tf.Tensor): tf.Tensor {
 }
 
 /**
- * sigmaQuad per row (MATH.md section 1). Differentiable by autodiff; where the
+ * sigmaQuad per row (docs/math.md section 1). Differentiable by autodiff; where the
  * discriminant is 0 (one-hot rows) the square root is taken of max(disc, 1e-30) so the
  * gradient stays finite.
  *
@@ -74,7 +74,7 @@ export function sigmaQuadTensor(p: tf.Tensor): tf.Tensor {
 
 /**
  * Exact sigma per row with its analytic gradient d sigma / d p_k = v_k^2 - 2 (p.v) v_k
- * (MATH.md section 1). The forward pass reads the probabilities back to JS and solves the
+ * (docs/math.md section 1). The forward pass reads the probabilities back to JS and solves the
  * secular equation in float64 (the iteration has no fixed-size tensor form); the gradient
  * is recomputed from the saved input in the backward pass.
  *

@@ -3,7 +3,7 @@ import type { ForwardTrace } from "../nn/trace.ts";
 import { sigmaQuadTensor, sigmaTensor, sigmaTop2Tensor } from "../softmax/tensor.ts";
 
 /**
- * The JaSMin regularizer (MATH.md section 4): a penalty on s_i = sigma(P_i), the spectral norm
+ * The JaSMin regularizer (docs/math.md section 4): a penalty on s_i = sigma(P_i), the spectral norm
  * of the softmax Jacobian of each attention row, over the heads of chosen layers. The
  * regularised loss is cross_entropy + lambda * R.
  */
@@ -50,7 +50,7 @@ export function rowSigma(p: tf.Tensor, norm: JasminNorm = "top2"): tf.Tensor {
 
 /**
  * The per-(example, head) max over query rows of s, taken as the entry selected by argMax +
- * one-hot (its gradient flows to that row only; PERF.md: cheaper on wasm than tf.max's).
+ * one-hot (its gradient flows to that row only; docs/performance.md: cheaper on wasm than tf.max's).
  * Masked rows are replaced by -1 (below every sigma >= 0) with zero gradient.
  *
  * @param s float32 [b, H, n]; rowMask float32 [b, 1, n] (1 = real row) or null.

@@ -41,7 +41,7 @@ import { evaluateText } from "./textEvaluate.ts";
 
 /**
  * Training of the ViT on image data, or of the text classifier on text data (padding masks
- * honoured in attention, JaSMin and evaluation), with cross-entropy + lambda * JaSMin (MATH.md section 4),
+ * honoured in attention, JaSMin and evaluation), with cross-entropy + lambda * JaSMin (docs/math.md section 4),
  * AdamW, linear warm-up + cosine decay, gradient clipping, per-epoch evaluation, metrics in
  * metrics.jsonl and resumable checkpoints (checkpoint.ts).
  */

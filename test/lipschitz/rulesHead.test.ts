@@ -1,4 +1,4 @@
-// Attention-head rules (MATH.md section 2): validity against dense Jacobians, the ordering of
+// Attention-head rules (docs/math.md section 2): validity against dense Jacobians, the ordering of
 // the variants, masks, and the linear algebra underneath.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -252,7 +252,7 @@ test("fully masked query rows give finite bounds and contribute nothing", () => 
   assert.deepEqual([...r.rows.live], [1, 1, 0, 0, 0, 0]);
 });
 
-test("median ratio bound / true per variant (MATH.md protocol: n 10, d 12, d_k 6, scales 0.3..3, half with biases)", () => {
+test("median ratio bound / true per variant (docs/math.md protocol: n 10, d 12, d_k 6, scales 0.3..3, half with biases)", () => {
   const rand = mulberry32(51);
   const ratios: Record<string, number[]> = Object.fromEntries(HEAD_VARIANTS.map((v) => [v, []]));
   const paperBiasFree: number[] = [];

@@ -1,4 +1,4 @@
-// LayerNorm, MLP, multi-head attention layer, residual and block rules (MATH.md section 3)
+// LayerNorm, MLP, multi-head attention layer, residual and block rules (docs/math.md section 3)
 // against dense finite-difference Jacobians of the float64 reference (src/nn/reference64.ts),
 // and the rule table.
 import { test } from "node:test";

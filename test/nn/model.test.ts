@@ -215,7 +215,7 @@ function checkAllGradients(m: TransformerClassifier, lossFn: () => tf.Scalar): v
     let maxAbs = 0;
     for (const v of data) maxAbs = Math.max(maxAbs, Math.abs(v));
     // The key bias shifts every score of a row by the same amount, which softmax ignores:
-    // its exact gradient is 0 (J_i 1 = 0, MATH.md section 2); only rounding remains.
+    // its exact gradient is 0 (J_i 1 = 0, docs/math.md section 2); only rounding remains.
     if (name.endsWith("attn.bk")) assert.ok(maxAbs < 1e-4, `${name}: ~0 gradient (${maxAbs})`);
     else assert.ok(maxAbs > 0, `${name}: non-zero gradient`);
   }

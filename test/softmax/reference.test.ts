@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { referenceBounds, sigma, sigmaQuad, sigmaTop2 } from "../../src/softmax/index.ts";
 import { denseSigma } from "../helpers/denseSigma.ts";
 
-// MATH.md section 1, reference values (float64).
+// docs/math.md section 1, reference values (float64).
 const table: [number[], number, number, number][] = [
   [[0.7, 0.3], 0.42, 0.42, 0.42],
   [[0.4, 0.4, 0.2], 0.4, 0.4, 0.4],
@@ -18,7 +18,7 @@ const table: [number[], number, number, number][] = [
 const close = (actual: number, expected: number, tol: number, what: string) =>
   assert.ok(Math.abs(actual - expected) <= tol, `${what}: got ${actual}, expected ${expected}`);
 
-test("MATH.md reference table to 1e-12", () => {
+test("docs/math.md reference table to 1e-12", () => {
   for (const [p, s, q, t] of table) {
     close(sigma(p), s, 1e-12, `sigma(${p})`);
     close(sigmaQuad(p), q, 1e-12, `sigmaQuad(${p})`);

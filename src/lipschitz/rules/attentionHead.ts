@@ -11,7 +11,7 @@ import {
 } from "../linalg.ts";
 
 /**
- * Local Lipschitz bounds of ONE attention head at an input X (MATH.md section 2), in float64.
+ * Local Lipschitz bounds of ONE attention head at an input X (docs/math.md section 2), in float64.
  *
  * The head: Q = X W_Q + 1 b_Q^T, K = X W_K + 1 b_K^T, V = X W_V + 1 b_V^T (W [d, d_k]),
  * P = rowsoftmax(Q K^T / sqrt(d_k)) over allowed keys (masked entries exactly 0; a query row
@@ -19,7 +19,7 @@ import {
  * f(X) measured in the Frobenius norm.
  */
 
-/** Every head variant, in the order of MATH.md section 2. */
+/** Every head variant, in the order of docs/math.md section 2. */
 export const HEAD_VARIANTS = [
   "paper",
   "t3-one",
@@ -75,7 +75,7 @@ export interface HeadNorms {
 }
 
 /**
- * Spectral norms and factors of one head's weights (MATH.md section 2).
+ * Spectral norms and factors of one head's weights (docs/math.md section 2).
  *
  * @returns {@link HeadNorms}; ||A|| from ||W_Q W_K^T||^2 = lambda_max(F_Q G_K F_Q^T).
  * @throws RangeError when array lengths do not match d and d_k.
@@ -175,7 +175,7 @@ export interface HeadActivations {
   allowed?: ArrayLike<number | boolean>;
 }
 
-/** The three operators of the row-resolved bound and the shared factors (MATH.md section 2). */
+/** The three operators of the row-resolved bound and the shared factors (docs/math.md section 2). */
 export interface HeadParts {
   /** ||P||_2 ||W_V||_2. */
   valuePath: number;
@@ -250,7 +250,7 @@ export function headRowStats(
 }
 
 /**
- * Every variant of MATH.md section 2 for one head at one input:
+ * Every variant of docs/math.md section 2 for one head at one input:
  *
  * - `paper` (Theorem-3 form as transcribed): ||W_V||_2 (||P||_2 + 2 ||X||_2^2 ||A||_2 max_i sigma_top2(P_i)).
  * - `t3-*`: L_T3(s) = ||P||_2 ||W_V||_2 + s_max (||W_Q K_c^T||_2 + ||Q W_K^T||_2) ||V_c||_2 / sqrt(d_k)

@@ -1,7 +1,7 @@
 import { HEAD_VARIANTS, type VariantValues } from "./attentionHead.ts";
 
 /**
- * Multi-head composition (MATH.md section 3): f(X) = [f_1(X), ..., f_H(X)] W_O + b_O has
+ * Multi-head composition (docs/math.md section 3): f(X) = [f_1(X), ..., f_H(X)] W_O + b_O has
  * ||Df(X)||_2 <= ||W_O||_2 (sum_h L_h^2)^(1/2), since the stacked head Jacobians map E to the
  * concatenation, whose Frobenius norm squared is the sum over heads.
  *

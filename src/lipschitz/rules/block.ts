@@ -1,7 +1,7 @@
 import { HEAD_VARIANTS, type VariantValues } from "./attentionHead.ts";
 
 /**
- * Residual and block composition (MATH.md section 3).
+ * Residual and block composition (docs/math.md section 3).
  */
 
 /**

@@ -1,7 +1,7 @@
 import { spectralNorm } from "../linalg.ts";
 
 /**
- * Embedding factors (MATH.md section 3, network composition).
+ * Embedding factors (docs/math.md section 3, network composition).
  */
 
 /**

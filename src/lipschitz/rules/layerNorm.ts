@@ -1,5 +1,5 @@
 /**
- * Local Lipschitz rule of LayerNorm applied row-wise (MATH.md section 3). Per row the Jacobian
+ * Local Lipschitz rule of LayerNorm applied row-wise (docs/math.md section 3). Per row the Jacobian
  * is diag(gamma) (I - 11^T/d - y0 y0^T/d) / sqrt(var + eps) with y0 the normalized row; the
  * middle factor is a symmetric matrix with eigenvalues in [0, 1] (y0 is orthogonal to 1 and
  * ||y0||^2 = d var / (var + eps) <= d), so the row's factor is at most

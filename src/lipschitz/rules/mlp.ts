@@ -2,10 +2,10 @@ import { GELU_DERIVATIVE_MAX, geluDerivative } from "../../nn/gelu.ts";
 import { belowCertified, symMaxEigenvalue } from "../linalg.ts";
 
 /**
- * Local Lipschitz rule of the row-wise MLP y = act(x W_1 + b_1) W_2 + b_2 (MATH.md section 3;
+ * Local Lipschitz rule of the row-wise MLP y = act(x W_1 + b_1) W_2 + b_2 (docs/math.md section 3;
  * W_1 [d, hidden], W_2 [hidden, d], act = tanh-GELU). Per row the Jacobian (row-vector
  * convention) is W_1 diag(act'(h_row)) W_2; rows do not mix, so the layer's local constant is
- * exactly max_row ||W_1 diag(act'(h_row)) W_2||_2 (MATH.md writes it W_2 diag W_1 in column
+ * exactly max_row ||W_1 diag(act'(h_row)) W_2||_2 (docs/math.md writes it W_2 diag W_1 in column
  * convention; same norm).
  */
 

@@ -2,7 +2,7 @@ import { layerNormBound } from "./layerNorm.ts";
 import { spectralNorm } from "../linalg.ts";
 
 /**
- * The final LayerNorm with pooling, and the linear head (MATH.md section 3).
+ * The final LayerNorm with pooling, and the linear head (docs/math.md section 3).
  */
 
 /**

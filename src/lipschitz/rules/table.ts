@@ -8,7 +8,7 @@ import { finalNormBound, headBound } from "./output.ts";
 
 /**
  * The table of local Lipschitz rules, one per layer kind (auto_LiRPA style: each operator
- * paired with its bound rule; MATH.md sections 2-3). {@link networkBounds} composes them over a
+ * paired with its bound rule; docs/math.md sections 2-3). {@link networkBounds} composes them over a
  * traced forward pass.
  */
 export const RULES = {

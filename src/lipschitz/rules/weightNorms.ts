@@ -95,7 +95,7 @@ export function headWeights(
 const cache = new WeakMap<Weights, Map<string, ModelWeightNorms>>();
 
 /**
- * Spectral norms and factors of every weight matrix the rules use (MATH.md sections 2-3):
+ * Spectral norms and factors of every weight matrix the rules use (docs/math.md sections 2-3):
  * per head {@link HeadNorms}, ||W_O||, ||W_1||, ||W_2||, ||patch.w||, ||head.w||. Computed
  * once per weights map and shape, then cached (keyed by the Map object: pass the same map to
  * reuse it; `model.getWeights()` returns a fresh map on each call). Do not mutate a cached map.

@@ -4,7 +4,7 @@ import { spectralNorm } from "../linalg.ts";
 
 /**
  * The full dense Jacobian of a tensor map for small sizes: the test oracle of the power
- * iteration and of the input Jacobian (MATH.md section 5).
+ * iteration and of the input Jacobian (docs/math.md section 5).
  */
 
 /** A dense Jacobian: row-major rows x cols float64 entries, rows = output size M, cols = input size D. */

@@ -1,4 +1,4 @@
-/** True local Lipschitz values (MATH.md section 5): Jacobian products, power iteration, exact Jacobians. */
+/** True local Lipschitz values (docs/math.md section 5): Jacobian products, power iteration, exact Jacobians. */
 export { vjp, jvp, outputShape, type TensorFn } from "./jacobianProducts.ts";
 export {
   powerIterationLipschitz,

@@ -4,11 +4,11 @@ import type { DenseJacobian } from "./denseJacobian.ts";
 import { spectralNorm } from "../linalg.ts";
 
 /**
- * The exact end-to-end local Lipschitz constant of a classifier (MATH.md section 3, last item):
+ * The exact end-to-end local Lipschitz constant of a classifier (docs/math.md section 3, last item):
  * the C x D Jacobian of the logits with respect to the input, and its largest singular value.
  *
  * The Jacobian comes from ONE backward pass over C copies of the input, copy i seeded with the
- * one-hot cotangent e_i (PERF.md: about 2x faster than C separate gradient calls on wasm). This
+ * one-hot cotangent e_i (docs/performance.md: about 2x faster than C separate gradient calls on wasm). This
  * needs the logits of a copy to depend on that copy only (true for attnlip's models in
  * inference mode: no batch statistics, dropout off). Several examples share one pass: K
  * examples give K * C copies.

@@ -2,9 +2,9 @@ import { tf } from "../../backend.ts";
 
 /**
  * Jacobian products of a tensor function f: R^D -> R^M at a point x, the building blocks of the
- * true-value estimators (MATH.md section 5).
+ * true-value estimators (docs/math.md section 5).
  *
- * tfjs 4.22 has reverse mode only (DESIGN.md). The vector-Jacobian product (VJP) is one
+ * tfjs 4.22 has reverse mode only (docs/design.md). The vector-Jacobian product (VJP) is one
  * gradient call: u^T Df(x) = grad_x <f(x), u>. The Jacobian-vector product (JVP) comes from the
  * "double-VJP trick": g(u) = Df(x)^T u is LINEAR in the cotangent u, so
  *   grad_u <g(u), v> = Df(x) v,

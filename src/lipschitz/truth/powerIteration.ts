@@ -7,7 +7,7 @@ import { mulberry32 } from "../../nn/prng.ts";
 import { jvp, outputShape, vjp, type TensorFn } from "./jacobianProducts.ts";
 
 /**
- * Power iteration for the local Lipschitz constant ||Df(x)||_2 (MATH.md section 5), and
+ * Power iteration for the local Lipschitz constant ||Df(x)||_2 (docs/math.md section 5), and
  * wrappers for one transformer block, one attention layer and one attention head of a model.
  */
 
@@ -312,7 +312,7 @@ export function attentionLayerLipschitz(
 }
 
 /**
- * One head's map X -> P_h V_h (MATH.md section 2), computed from the layer weights with tfjs
+ * One head's map X -> P_h V_h (docs/math.md section 2), computed from the layer weights with tfjs
  * ops: Q_h = X W_Q[:, h] + b_Q[h] (columns h*d_k .. (h+1)*d_k - 1), likewise K_h, V_h;
  * P_h = rowsoftmax(Q_h K_h^T / sqrt(d_k)) with masked keys at probability 0. Agrees with
  * multiHeadAttention's P and V (its context before W_O).
