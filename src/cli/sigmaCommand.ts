@@ -12,6 +12,7 @@ import {
   softmaxRow,
   type RowReport,
 } from "../softmax/index.ts";
+import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { summarize } from "../stats.ts";
 import { renderTable } from "./table.ts";
 import { UsageError } from "./errors.ts";
@@ -113,8 +114,9 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
   if (ext === ".json") {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text.replace(/^\ufeff/, ""));
+      parsed = parseJsonStrict(text.replace(/^\ufeff/, ""));
     } catch (error) {
+      if (error instanceof DuplicateKeyError) throw new UsageError(`--file: ${path}: ${error.message}`);
       throw new UsageError(`--file: ${path} is not valid JSON (${(error as Error).message})`);
     }
     if (!Array.isArray(parsed) || !parsed.every(Array.isArray))

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { InputError } from "../softmax/parse.ts";
 import { writeFileAtomically } from "./atomicWrite.ts";
+import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
 
 /**
  * Reader and writer of the Hugging Face safetensors format
@@ -312,8 +313,9 @@ function parseEntry(file: string, name: string, value: unknown, dataLength: numb
  *
  * Checks, before allocating anything from a length read in the file: the 8-byte header length
  * is <= 100 MB and fits in the file; the header is UTF-8 JSON without NUL bytes (trailing
- * spaces are fine), an object; "__metadata__" maps strings to strings; each tensor has a
- * supported dtype, a shape of non-negative integers and data_offsets of exactly two
+ * spaces are fine), an object that names no key twice at any depth (a tensor listed twice
+ * is refused, not loaded from its last entry); "__metadata__" maps strings to strings; each
+ * tensor has a supported dtype, a shape of non-negative integers and data_offsets of exactly two
  * non-negative integers with begin <= end <= data section length and end - begin ==
  * product(shape) * bytes per element; no two tensors' byte ranges overlap; optionally no gaps;
  * optionally the expected names and shapes.
@@ -357,8 +359,10 @@ export function decodeSafetensors(
   }
   let header: unknown;
   try {
-    header = JSON.parse(text);
+    // A tensor listed twice would load its last entry silently (JSON.parse keeps the last).
+    header = parseJsonStrict(text);
   } catch (e) {
+    if (e instanceof DuplicateKeyError) throw new SafetensorsError(`${file}: header: ${e.message}`);
     throw new SafetensorsError(`${file}: header is not valid JSON (${(e as Error).message})`);
   }
   if (!isPlainObject(header)) throw new SafetensorsError(`${file}: header must be a JSON object`);

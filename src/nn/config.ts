@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 
 /**
  * Model configurations: zod schemas, inferred types and named presets.
@@ -135,14 +136,16 @@ export const PRESET_NAMES = Object.keys(PRESETS) as PresetName[];
  *
  * @returns the parsed configuration.
  * @throws ConfigError whose message lists each problem as `field: reason`, e.g.
- *   `model config: dModel: must be divisible by heads (dModel 64, heads 3)`.
+ *   `model config: dModel: must be divisible by heads (dModel 64, heads 3)`; a JSON string
+ *   that is not JSON or names a key twice is refused (the message names the key).
  */
 export function parseModelConfig(json: unknown): ModelConfig {
   let value = json;
   if (typeof json === "string") {
     try {
-      value = JSON.parse(json);
+      value = parseJsonStrict(json); // a field given twice is refused, not read as its last value
     } catch (e) {
+      if (e instanceof DuplicateKeyError) throw new ConfigError(`model config: ${e.message}`);
       throw new ConfigError(`model config: not valid JSON (${(e as Error).message})`);
     }
   }
