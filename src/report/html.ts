@@ -68,6 +68,11 @@ export function notAvailable(what: string): string {
   return `<p class="na">Not available: ${escapeHtml(what)}.</p>`;
 }
 
+/** A warning paragraph (a result that should not be trusted as it stands). */
+export function warning(text: string): string {
+  return `<p class="warn">Warning: ${escapeHtml(text)}</p>`;
+}
+
 /** A report section with an anchor. */
 export function section(id: string, title: string, body: string): string {
   return `<section id="${escapeHtml(id)}">\n<h2>${escapeHtml(title)}</h2>\n${body}\n</section>`;
@@ -94,6 +99,8 @@ th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; white-space
 td.num { text-align: right; }
 th[scope=row], thead th { background: #f5f5f5; text-align: left; }
 td small { color: #777; }
+p.warn { color: #a94442; background: #f2dede; border: 1px solid #ebccd1; padding: 6px 12px; margin: 6px 0; }
+td .warn { color: #a94442; font-weight: bold; }
 p.na { color: #8a6d3b; background: #fcf8e3; border: 1px solid #faebcc; padding: 6px 12px; display: inline-block; margin: 6px 0; }
 code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
 footer { color: #888; font-size: 12px; margin-top: 40px; }

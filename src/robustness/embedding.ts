@@ -7,18 +7,16 @@ import {
   crossEntropyGradient,
   labelTensor,
   predictClasses,
+  reportZeroGradient,
+  zeroGradientRows,
   type ClipRange,
   type GradientFn,
   type Labels,
   type LogitsFn,
+  type ZeroGradientFn,
 } from "./loss.ts";
-import {
-  defaultStepSize,
-  pgdWithGradient,
-  resolvePgdOptions,
-  type AttackNorm,
-  type PgdOptions,
-} from "./pgd.ts";
+import { checkCount, defaultStepSize, resolveAttackOptions, type AttackNorm } from "./options.ts";
+import { pgdWithGradient, type PgdOptions } from "./pgd.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import { pgdStepL2, pgdStepLinf } from "./steps.ts";
 import type { EvaluateRobustnessOptions, RobustnessEvaluation } from "./evaluate.ts";
@@ -96,9 +94,12 @@ function maskedGradient(model: TextClassifier, mask: tf.Tensor, labels: tf.Tenso
 
 /**
  * FGSM in embedding space (one step of size eps on the masked cross-entropy gradient; l_inf:
- * sign, l_2: normalised per example). No clipping (see the module comment).
+ * sign, l_2: normalised per example). No clipping (see the module comment). An example whose
+ * gradient is exactly zero is left unchanged and flagged (one warning, options.onZeroGradient).
  *
  * @param inputs ids int32 [b, n] and mask [b, n]; @param labels true classes [b].
+ * @param options.eps radius, finite and >= 0, in embedding units (no upper bound: the
+ *   embedding space has no valid range).
  * @returns adversarial token embeddings float32 [b, n, d] (caller disposes); padding rows
  *   equal tok[PAD].
  * @throws RangeError on a non-text model, malformed ids / mask / labels, or a bad eps / norm.
@@ -107,10 +108,18 @@ export function fgsmEmbedding(
   model: TextClassifier,
   inputs: TextInputs,
   labels: Labels,
-  options: { eps: number; norm?: AttackNorm; onWarning?: (m: string) => void },
+  options: {
+    eps: number;
+    norm?: AttackNorm;
+    onWarning?: (m: string) => void;
+    onZeroGradient?: ZeroGradientFn;
+  },
 ): tf.Tensor {
   checkText(model, inputs, "fgsmEmbedding");
-  const o = resolvePgdOptions({ eps: options.eps, norm: options.norm, steps: 1 }, "fgsmEmbedding");
+  const o = resolveAttackOptions(
+    { eps: options.eps, norm: options.norm, steps: 1, clip: NO_CLIP },
+    "fgsmEmbedding",
+  );
   const y = labelTensor(
     labels,
     inputs.ids.shape[0] as number,
@@ -120,11 +129,10 @@ export function fgsmEmbedding(
   const e0 = tokenEmbeddingsOf(model, inputs.ids);
   const g = maskedGradient(model, inputs.mask, y)(e0);
   try {
-    if (o.norm === "linf") return pgdStepLinf(e0, e0, g, o.eps, o.eps, NO_CLIP);
-    const warn = options.onWarning ?? ((m: string) => console.warn(m));
-    return pgdStepL2(e0, e0, g, o.eps, o.eps, NO_CLIP, (c) =>
-      warn(`fgsm: the loss gradient is exactly zero for ${c} example(s); they are left unchanged`),
-    );
+    reportZeroGradient(zeroGradientRows(g), "fgsmEmbedding", o.norm, "at the clean input", options);
+    return o.norm === "linf"
+      ? pgdStepLinf(e0, e0, g, o.eps, o.eps, NO_CLIP)
+      : pgdStepL2(e0, e0, g, o.eps, o.eps, NO_CLIP);
   } finally {
     tf.dispose([y, e0, g]);
   }
@@ -147,7 +155,7 @@ export function pgdEmbedding(
   options: PgdOptions,
 ): tf.Tensor {
   checkText(model, inputs, "pgdEmbedding");
-  const o = resolvePgdOptions({ ...options, clip: NO_CLIP, start: undefined }, "pgdEmbedding");
+  const o = resolveAttackOptions({ ...options, clip: NO_CLIP }, "pgdEmbedding");
   const y = labelTensor(
     labels,
     inputs.ids.shape[0] as number,
@@ -218,14 +226,12 @@ export function evaluateTextRobustness(
   checkText(model, inputs, who);
   const attacks = resolveAttacks(options, who);
   const common = options.eps.map((eps) =>
-    resolvePgdOptions(
+    resolveAttackOptions(
       { ...options, eps, stepSize: options.stepSize ?? undefined, clip: NO_CLIP },
       who,
     ),
   );
-  const batchSize = options.batchSize ?? 32;
-  if (!Number.isInteger(batchSize) || batchSize < 1)
-    throw new RangeError(`${who}: batchSize must be an integer >= 1, got ${batchSize}`);
+  const batchSize = checkCount(options.batchSize ?? 32, "batchSize", who);
   const n = inputs.ids.shape[0] as number;
   const y = labelTensor(labels, n, model.config.classes, who);
   const truth = Int32Array.from(y.dataSync());
@@ -256,17 +262,19 @@ export function evaluateTextRobustness(
         batchLabels,
         predictClasses((ids) => model.forward(ids, { mask: batch.mask }).logits, batch.ids),
         (adversarial) => predictClasses(logits, adversarial),
-        (attack, e, eps) =>
+        (attack, e, eps, onZeroGradient) =>
           attack === "fgsm"
             ? fgsmEmbedding(model, batch, batchLabels, {
                 eps,
                 norm: common[e].norm,
                 onWarning: tally.warnOnce,
+                onZeroGradient,
               })
             : pgdEmbedding(model, batch, batchLabels, {
                 ...common[e],
                 seed: streamSeed(common[e].seed, e, j),
                 onWarning: tally.warnOnce,
+                onZeroGradient,
               }),
       );
     } finally {

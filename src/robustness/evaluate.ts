@@ -3,7 +3,6 @@ import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { fgsm } from "./fgsm.ts";
 import {
-  checkClip,
   checkInputs,
   inferenceLogits,
   labelTensor,
@@ -11,7 +10,8 @@ import {
   type ClipRange,
   type Labels,
 } from "./loss.ts";
-import { defaultStepSize, pgd, resolvePgdOptions, type AttackNorm } from "./pgd.ts";
+import { checkCount, defaultStepSize, resolveAttackOptions, type AttackNorm } from "./options.ts";
+import { pgd } from "./pgd.ts";
 
 /** The attacks {@link evaluateRobustness} runs. */
 export type AttackName = "fgsm" | "pgd";
@@ -22,7 +22,10 @@ export interface EvaluateRobustnessOptions {
   attack?: AttackName | readonly AttackName[];
   /** Threat model of both attacks ["linf"]. */
   norm?: AttackNorm;
-  /** Radii to evaluate, each finite and >= 0 (input units); 0 gives the clean accuracy. */
+  /**
+   * Radii to evaluate, each finite and >= 0 (input units) and at most the clip range's width
+   * (l_inf) or diameter (l_2); 0 gives the clean accuracy.
+   */
   eps: readonly number[];
   /** PGD steps [10]. */
   steps?: number;
@@ -48,6 +51,17 @@ export interface AttackOutcome {
   robustAccuracy: number;
   /** Per example [n]: 1 when the example was correct clean and the attack made it wrong. */
   success: Uint8Array;
+  /**
+   * Per example [n]: 1 when the loss gradient with respect to the input was exactly zero
+   * where the attack looked (FGSM: at x; PGD: at one or more steps). All 0 at eps 0.
+   */
+  zeroGradient: Uint8Array;
+  /**
+   * Fraction of ALL examples flagged in zeroGradient, in [0, 1]; null at eps 0 (no attack
+   * ran). Above 0, the robust accuracy of those examples reflects gradient masking (the
+   * attack had no direction), not robustness.
+   */
+  zeroGradientFraction: number | null;
 }
 
 /** Results at one radius; an attack not run is absent. */
@@ -84,15 +98,18 @@ function streamSeed(seed: number, epsIndex: number, batchIndex: number): number 
  * eps when it is classified correctly clean AND on the adversarial input, so robust accuracy
  * <= clean accuracy, and eps 0 (no attack run) gives the clean accuracy exactly. Examples are
  * processed in batches; PGD's random start of batch j at eps i is seeded from (seed, i, j).
+ * Each attack also flags the examples whose input gradient was exactly zero
+ * (AttackOutcome.zeroGradient, zeroGradientFraction) and warns once when there are any.
  *
  * @param model a ViT (TransformerClassifier taking `images`).
  * @param images float32 [n, H, W, C] or [n, H*W*C] inside the clip range ([0, 1]); not disposed.
  * @param labels true classes [n].
  * @returns clean accuracy, per-eps robust accuracy and per-example success; leaves
  *   tf.memory().numTensors unchanged.
- * @throws RangeError on an empty eps list, a bad eps (negative, non-finite), steps, step size,
- *   batch size, attack name, clip range, labels, or inputs outside the range; TypeError on
- *   non-float32 inputs.
+ * @throws RangeError on an empty eps list, a bad eps (negative, non-finite, larger than the
+ *   clip range's width in l_inf or its diameter in l_2), steps, step size, batch size, attack
+ *   name, clip range, labels, or inputs outside the range; TypeError on non-float32 inputs.
+ * @example evaluateRobustness(model, images, labels, { eps: [0, 2 / 255, 8 / 255] })
  */
 export function evaluateRobustness(
   model: TransformerClassifier,
@@ -103,13 +120,10 @@ export function evaluateRobustness(
   const who = "evaluateRobustness";
   const attacks = resolveAttacks(options, who);
   const common = options.eps.map((eps) =>
-    resolvePgdOptions({ ...options, eps, stepSize: options.stepSize ?? undefined }, who),
+    resolveAttackOptions({ ...options, eps, stepSize: options.stepSize ?? undefined }, who, images.shape),
   );
-  const clip = options.clip ?? ([0, 1] as const);
-  checkClip(clip, who);
-  const batchSize = options.batchSize ?? 32;
-  if (!Number.isInteger(batchSize) || batchSize < 1)
-    throw new RangeError(`${who}: batchSize must be an integer >= 1, got ${batchSize}`);
+  const clip = common[0].clip;
+  const batchSize = checkCount(options.batchSize ?? 32, "batchSize", who);
   checkInputs(images, clip, who);
   const n = images.shape[0] as number;
   const y = labelTensor(labels, n, model.config.classes, who);
@@ -130,10 +144,15 @@ export function evaluateRobustness(
         batchLabels,
         predictClasses(logits, x),
         (adversarial) => predictClasses(logits, adversarial),
-        (attack, e, eps) =>
+        (attack, e, eps, onZeroGradient) =>
           attack === "fgsm"
-            ? fgsm(model, x, batchLabels, { eps, norm: common[e].norm, clip, onWarning: tally.warnOnce })
-            : pgd(model, x, batchLabels, { ...common[e], seed: streamSeed(common[e].seed, e, j), onWarning: tally.warnOnce }),
+            ? fgsm(model, x, batchLabels, { eps, norm: common[e].norm, clip, onWarning: tally.warnOnce, onZeroGradient })
+            : pgd(model, x, batchLabels, {
+                ...common[e],
+                seed: streamSeed(common[e].seed, e, j),
+                onWarning: tally.warnOnce,
+                onZeroGradient,
+              }),
       );
     } finally {
       x.dispose();

@@ -34,6 +34,15 @@ export {
   crossEntropyGradient,
   crossEntropySum,
   predictClasses,
+  zeroGradientRows,
   type ClipRange,
   type Labels,
+  type ZeroGradientFn,
 } from "./loss.ts";
+export {
+  checkCount,
+  checkEps,
+  resolveAttackOptions,
+  type AttackSettings,
+  type ResolvedAttackSettings,
+} from "./options.ts";

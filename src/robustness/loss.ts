@@ -1,6 +1,8 @@
 import { InputError } from "../softmax/parse.ts";
-import { oneHotFloat, tf } from "../backend.ts";
+import { tf } from "../backend.ts";
+import { crossEntropy } from "../train/loss.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
+import type { AttackNorm } from "./options.ts";
 
 /**
  * What the attacks share: the loss they ascend (cross-entropy on the true label, model in
@@ -83,17 +85,17 @@ export function inferenceLogits(model: TransformerClassifier): LogitsFn {
 }
 
 /**
- * Summed cross-entropy of logits against labels: sum_i (logsumexp(z_i) - z_i[y_i]).
+ * Summed cross-entropy of logits against labels: sum_i (logsumexp(z_i) - z_i[y_i]), the
+ * shared {@link crossEntropy} (log-softmax and a selection, so a -inf logit is no NaN:
+ * [[-inf, 0, 0]] with label 1 gives ln 2).
  *
- * @param logits float32 [b, C]; @param labels int32 [b].
+ * @param logits float32 [b, C]; @param labels int32 [b] in 0..C-1.
  * @returns a scalar (nats, summed over the batch so each example's gradient is its own).
+ * @throws TypeError/RangeError naming crossEntropySum on malformed logits or labels.
+ * @example crossEntropySum(tf.tensor2d([[-Infinity, 0, 0]]), tf.tensor1d([1], "int32")) // 0.6931
  */
 export function crossEntropySum(logits: tf.Tensor, labels: tf.Tensor): tf.Scalar {
-  return tf.tidy(() => {
-    const c = logits.shape[1] as number;
-    const picked = tf.sum(tf.mul(logits, oneHotFloat(labels, c)), 1);
-    return tf.sum(tf.sub(tf.logSumExp(logits, 1), picked)) as tf.Scalar;
-  });
+  return crossEntropy(logits, labels, "sum", "crossEntropySum");
 }
 
 /**
@@ -106,6 +108,55 @@ export function crossEntropySum(logits: tf.Tensor, labels: tf.Tensor): tf.Scalar
 export function crossEntropyGradient(logitsFn: LogitsFn, labels: tf.Tensor): GradientFn {
   const g = tf.grad((z: tf.Tensor) => crossEntropySum(logitsFn(z), labels));
   return (x) => g(x);
+}
+
+/**
+ * Receives, once per attack call, one flag per example of the batch [b]: 1 where the loss
+ * gradient with respect to the input was exactly zero (every entry) where the attack looked:
+ * at the clean input (FGSM) or at one or more of the PGD iterates.
+ */
+export type ZeroGradientFn = (zero: Uint8Array) => void;
+
+/**
+ * Which examples of a batch have an all-zero gradient.
+ *
+ * @param grad float32 [b, ...], the loss gradient of b examples.
+ * @returns Uint8Array [b]: 1 where every entry of the example's gradient is exactly 0 (a NaN
+ *   entry is not zero); one small read-back.
+ * @example zeroGradientRows(tf.tensor2d([[0, 0], [0, 1e-30]])) // Uint8Array [1, 0]
+ */
+export function zeroGradientRows(grad: tf.Tensor): Uint8Array {
+  const b = grad.shape[0] as number;
+  const flags = tf.tidy(() => tf.equal(tf.max(tf.abs(tf.reshape(grad, [b, -1])), 1), 0));
+  const out = Uint8Array.from(flags.dataSync());
+  flags.dispose();
+  return out;
+}
+
+/**
+ * The zero-gradient report every attack makes at the end of a call, whatever its norm: an
+ * exactly zero input gradient leaves the attack without a direction (sign(0) = 0 in l_inf, no
+ * normalised step in l_2), so an input that stays correct there is a sign of gradient masking
+ * (e.g. a saturated softmax), not of robustness. Warns once when any flag is set, and hands
+ * the flags to `onZeroGradient`.
+ *
+ * @param zero flags [b] from {@link zeroGradientRows} (OR-ed over steps for PGD).
+ * @param where "at the clean input" / "at one or more of its K steps", for the message.
+ */
+export function reportZeroGradient(
+  zero: Uint8Array,
+  who: string,
+  norm: AttackNorm,
+  where: string,
+  options: { onWarning?: (message: string) => void; onZeroGradient?: ZeroGradientFn },
+): void {
+  const count = zero.reduce((a, z) => a + z, 0);
+  if (count > 0)
+    (options.onWarning ?? ((m: string) => console.warn(m)))(
+      `${who}: the loss gradient is exactly zero for ${count} example(s) of ${zero.length} (${norm}, ${where}); ` +
+        "the attack cannot move them there, so their robust accuracy is a sign of gradient masking, not of robustness",
+    );
+  options.onZeroGradient?.(zero);
 }
 
 /**

@@ -1,29 +1,37 @@
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import {
-  checkClip,
   checkInputs,
   crossEntropyGradient,
   inferenceLogits,
   labelTensor,
+  reportZeroGradient,
+  zeroGradientRows,
   type ClipRange,
   type GradientFn,
   type Labels,
+  type ZeroGradientFn,
 } from "./loss.ts";
+import {
+  ATTACK_NORMS,
+  defaultStepSize,
+  resolveAttackOptions,
+  type AttackNorm,
+  type ResolvedAttackSettings,
+} from "./options.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import { pgdStartL2, pgdStartLinf, pgdStepL2, pgdStepLinf } from "./steps.ts";
 
-/** The threat models: l_inf (every entry moves by at most eps) or l_2 (per-example Euclidean). */
-export type AttackNorm = "linf" | "l2";
-
-/** The norms, for validation. */
-export const ATTACK_NORMS: readonly AttackNorm[] = ["linf", "l2"];
+export { ATTACK_NORMS, defaultStepSize, type AttackNorm };
 
 /** Options of {@link pgd}. Defaults in brackets. */
 export interface PgdOptions {
   /** Threat model ["linf"]. */
   norm?: AttackNorm;
-  /** Radius of the ball around the clean input, >= 0, in input units (pixels in [0, 1]). */
+  /**
+   * Radius of the ball around the clean input, finite and >= 0, in input units (pixels in
+   * [0, 1]); at most the clip range's width (l_inf) or its diameter (l_2).
+   */
   eps: number;
   /** Ascent steps K >= 1 [10]. */
   steps?: number;
@@ -40,35 +48,27 @@ export interface PgdOptions {
    * replaying a run). It is projected onto the ball, added and clipped like the random one.
    */
   start?: tf.Tensor;
-  /** Where the one warning of a call goes (an l_2 step met an exactly zero gradient) [console.warn]. */
+  /**
+   * Where the one warning of a call goes (some example's gradient was exactly zero at one or
+   * more steps, in either norm) [console.warn].
+   */
   onWarning?: (message: string) => void;
+  /** Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more steps. */
+  onZeroGradient?: ZeroGradientFn;
 }
 
-/** The default step size rule, 2.5 * eps / steps (Madry et al. 2018). */
-export function defaultStepSize(eps: number, steps: number): number {
-  return (2.5 * eps) / steps;
-}
-
-/** Validated options with defaults filled. @throws RangeError naming the bad option. */
-export function resolvePgdOptions(options: PgdOptions, who = "pgd") {
-  const norm = options.norm ?? "linf";
-  if (!ATTACK_NORMS.includes(norm))
-    throw new RangeError(`${who}: norm must be linf or l2, got ${String(norm)}`);
-  const { eps } = options;
-  if (typeof eps !== "number" || !Number.isFinite(eps) || eps < 0)
-    throw new RangeError(`${who}: eps must be a finite number >= 0, got ${eps}`);
-  const steps = options.steps ?? 10;
-  if (!Number.isInteger(steps) || steps < 1)
-    throw new RangeError(`${who}: steps must be an integer >= 1, got ${steps}`);
-  const stepSize = options.stepSize ?? defaultStepSize(eps, steps);
-  if (!Number.isFinite(stepSize) || stepSize < 0)
-    throw new RangeError(`${who}: stepSize must be a finite number >= 0, got ${stepSize}`);
-  const seed = options.seed ?? 0;
-  if (!Number.isFinite(seed))
-    throw new RangeError(`${who}: seed must be a finite number, got ${seed}`);
-  const clip = options.clip ?? ([0, 1] as const);
-  checkClip(clip, who);
-  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? true, seed, clip };
+/**
+ * Validated options with defaults filled: the shared {@link resolveAttackOptions}.
+ *
+ * @param inputShape the inputs' shape, for the l_2 radius bound (optional).
+ * @throws RangeError naming `who` and the bad option.
+ */
+export function resolvePgdOptions(
+  options: PgdOptions,
+  who = "pgd",
+  inputShape?: readonly number[],
+): ResolvedAttackSettings {
+  return resolveAttackOptions(options, who, inputShape);
 }
 
 /**
@@ -77,6 +77,8 @@ export function resolvePgdOptions(options: PgdOptions, who = "pgd") {
  * `start`, else a random point of the ball when randomStart, else none), projected onto the
  * ball and CLIPPED to the valid range before the first gradient. Then `steps` times:
  * l_inf x <- clip(proj(x + alpha sign(g))), l_2 x <- clip(proj(x + alpha g / ||g||_2)).
+ * An example whose gradient is exactly zero at one or more steps is flagged (one warning per
+ * call, options.onZeroGradient gets the flags): the attack could not move it there.
  *
  * @param gradient x -> d loss / d x (same shape; a new tensor, disposed here).
  * @param x clean inputs float32 [b, ...] inside the clip range (not disposed).
@@ -90,21 +92,13 @@ export function pgdWithGradient(
   x: tf.Tensor,
   options: PgdOptions,
 ): tf.Tensor {
-  const o = resolvePgdOptions(options);
+  const o = resolvePgdOptions(options, "pgd", x.shape);
   checkInputs(x, o.clip, "pgd");
   if (options.start !== undefined && !tf.util.arraysEqual(options.start.shape, x.shape))
     throw new RangeError(
       `pgd: start must have the inputs' shape [${x.shape.join(", ")}], got [${options.start.shape.join(", ")}]`,
     );
-  let warned = false;
-  const warn = options.onWarning ?? ((m: string) => console.warn(m));
-  const onZeroGradient = (count: number) => {
-    if (warned) return;
-    warned = true;
-    warn(
-      `pgd: the loss gradient is exactly zero for ${count} example(s); their l_2 step is zero (input left unchanged)`,
-    );
-  };
+  const zero = new Uint8Array(x.shape[0] as number);
   const startFn = o.norm === "linf" ? pgdStartLinf : pgdStartL2;
   let current: tf.Tensor;
   if (options.start !== undefined) current = startFn(x, options.start, o.eps, o.clip);
@@ -116,15 +110,25 @@ export function pgdWithGradient(
   for (let k = 0; k < o.steps; k++) {
     const g = gradient(current);
     try {
+      zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
       const next =
         o.norm === "linf"
           ? pgdStepLinf(current, x, g, o.eps, o.stepSize, o.clip)
-          : pgdStepL2(current, x, g, o.eps, o.stepSize, o.clip, onZeroGradient);
+          : pgdStepL2(current, x, g, o.eps, o.stepSize, o.clip);
       current.dispose();
       current = next;
+    } catch (e) {
+      current.dispose();
+      throw e;
     } finally {
       g.dispose();
     }
+  }
+  try {
+    reportZeroGradient(zero, "pgd", o.norm, `at one or more of its ${o.steps} steps`, options);
+  } catch (e) {
+    current.dispose();
+    throw e;
   }
   return current;
 }

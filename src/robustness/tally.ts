@@ -38,6 +38,7 @@ export function resolveAttacks(
 export class AttackTally {
   readonly cleanCorrect: Uint8Array;
   private readonly success: { fgsm: Uint8Array; pgd: Uint8Array }[];
+  private readonly zeroGradient: { fgsm: Uint8Array; pgd: Uint8Array }[];
   private done = 0;
   private warned = false;
   private readonly started = performance.now();
@@ -58,6 +59,7 @@ export class AttackTally {
   ) {
     this.cleanCorrect = new Uint8Array(n);
     this.success = eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
+    this.zeroGradient = eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
   }
 
   /** Passes the first warning of the evaluation on (console.warn by default); drops the rest. */
@@ -69,18 +71,25 @@ export class AttackTally {
 
   /**
    * Records one batch: its clean predictions, then for every non-zero eps and attack the
-   * adversarial batch made by `attack` and its predictions.
+   * adversarial batch made by `attack` and its predictions, and the examples the attack found
+   * an exactly zero gradient for.
    *
    * @param start index of the batch's first example; labels and cleanPredicted [size].
    * @param predict classes of a batch of adversarial inputs (throws on non-finite logits).
-   * @param attack adversarial inputs for (attack name, eps index, eps); disposed here.
+   * @param attack adversarial inputs for (attack name, eps index, eps); disposed here. It
+   *   passes `onZeroGradient` on to the attack, which calls it with its flags [size].
    */
   recordBatch(
     start: number,
     labels: Int32Array,
     cleanPredicted: Int32Array,
     predict: (adversarial: tf.Tensor) => Int32Array,
-    attack: (name: AttackName, e: number, eps: number) => tf.Tensor,
+    attack: (
+      name: AttackName,
+      e: number,
+      eps: number,
+      onZeroGradient: (zero: Uint8Array) => void,
+    ) => tf.Tensor,
   ): void {
     const size = labels.length;
     for (let i = 0; i < size; i++)
@@ -89,7 +98,7 @@ export class AttackTally {
     this.eps.forEach((eps, e) => {
       if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
       for (const name of this.attacks) {
-        const adv = attack(name, e, eps);
+        const adv = attack(name, e, eps, (zero) => this.zeroGradient[e][name].set(zero, start));
         let predicted: Int32Array;
         try {
           predicted = predict(adv);
@@ -107,13 +116,17 @@ export class AttackTally {
   /** The evaluation's result; `stepSize(eps, e)` gives the PGD step used at each eps. */
   result(stepSize: (eps: number, e: number) => number): RobustnessEvaluation {
     const correct = this.cleanCorrect.reduce((a, c) => a + c, 0);
-    const outcome = (s: Uint8Array): AttackOutcome => ({
-      robustAccuracy: (correct - s.reduce((a, c) => a + c, 0)) / this.n,
+    const count = (flags: Uint8Array) => flags.reduce((a, c) => a + c, 0);
+    const outcome = (s: Uint8Array, zero: Uint8Array, ran: boolean): AttackOutcome => ({
+      robustAccuracy: (correct - count(s)) / this.n,
       success: s,
+      zeroGradient: zero,
+      zeroGradientFraction: ran ? count(zero) / this.n : null,
     });
     const results = this.eps.map((eps, e) => {
       const r: RobustnessAtEps = { eps, stepSize: stepSize(eps, e) };
-      for (const a of this.attacks) r[a] = outcome(this.success[e][a]);
+      for (const a of this.attacks)
+        r[a] = outcome(this.success[e][a], this.zeroGradient[e][a], eps > 0);
       return r;
     });
     return {

@@ -3,6 +3,7 @@ import { batches, type ImageSplit } from "../data/dataset.ts";
 import type { Model } from "../nn/create.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import { meanTraceSigma, type JasminNorm } from "./jasmin.ts";
+import { crossEntropy } from "./loss.ts";
 
 /** Test-set figures. */
 export interface Evaluation {
@@ -30,7 +31,6 @@ export function evaluate(
 ): Evaluation {
   const n = Math.min(split.count, options.limit ?? split.count);
   const order = Int32Array.from({ length: n }, (_, i) => i);
-  const classes = model.config.classes;
   let correct = 0;
   let ceSum = 0;
   for (const batch of batches(split, order, options.batchSize ?? 250)) {
@@ -38,9 +38,7 @@ export function evaluate(
       const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
       const labels = tf.tensor1d(batch.labels, "int32");
       const { logits } = model.forward(x);
-      const logp = tf.logSoftmax(logits);
-      const onehot = tf.cast(tf.oneHot(labels, classes), "float32");
-      const ceTotal = tf.neg(tf.sum(tf.mul(logp, onehot)));
+      const ceTotal = crossEntropy(logits, labels, "sum", "evaluate");
       const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
       return tf.stack([right, ceTotal]).dataSync();
     });

@@ -1,4 +1,4 @@
-import { oneHotFloat, tf } from "../backend.ts";
+import { tf } from "../backend.ts";
 import type { ForwardTrace } from "../nn/trace.ts";
 import { sigmaQuadTensor, sigmaTensor, sigmaTop2Tensor } from "../softmax/tensor.ts";
 
@@ -51,18 +51,29 @@ export function rowSigma(p: tf.Tensor, norm: JasminNorm = "top2"): tf.Tensor {
 /**
  * The per-(example, head) max over query rows of s, taken as the entry selected by argMax +
  * one-hot (its gradient flows to that row only; docs/performance.md: cheaper on wasm than tf.max's).
- * Masked rows are replaced by -1 (below every sigma >= 0) with zero gradient.
+ * Masked rows are replaced by -1 (below every sigma >= 0) with zero gradient. Both
+ * selections are `where`s, not products with a 0/1 tensor, so a non-finite value on a row
+ * that is not selected cannot turn the result into NaN (0 * inf).
  *
  * @param s float32 [b, H, n]; rowMask float32 [b, 1, n] (1 = real row) or null.
  * @returns float32 [b, H].
  */
 function maxOverRows(s: tf.Tensor, rowMask: tf.Tensor | null): tf.Tensor {
   const n = s.shape[s.rank - 1];
-  const candidates = rowMask === null ? s : tf.sub(tf.mul(s, rowMask), tf.sub(1, rowMask));
-  // argMax and oneHot pass no gradient; the product with the one-hot selection carries it to
-  // the chosen row only.
-  const pick = oneHotFloat(tf.argMax(candidates, -1), n);
-  return tf.sum(tf.mul(s, pick), -1);
+  const candidates = rowMask === null ? s : tf.where(realRows(s, rowMask), s, tf.fill(s.shape, -1));
+  // argMax and oneHot pass no gradient; the selection by the one-hot carries it to the chosen
+  // row only (oneHot in int32: the wasm backend's float32 OneHot is all zeros, see backend.ts;
+  // a cast, not tf.equal, makes it boolean: Equal has no gradient rule and sits on the tape).
+  const pick = tf.cast(tf.oneHot(tf.argMax(candidates, -1), n), "bool");
+  return tf.sum(tf.where(pick, s, tf.zerosLike(s)), -1);
+}
+
+/**
+ * Boolean [b, H, n] (s's shape): true on the real rows of rowMask [b, 1, n], tiled over the
+ * heads. Not derived from s, so it stays off the gradient tape (Greater has no gradient rule).
+ */
+function realRows(s: tf.Tensor, rowMask: tf.Tensor): tf.Tensor {
+  return tf.greater(tf.tile(rowMask, [1, s.shape[1] as number, 1]), 0);
 }
 
 /**
@@ -111,7 +122,7 @@ export function jasminFromProbabilities(
       const heads = p.shape[1] as number;
       if (reduce === "mean") {
         if (rowMask === null) return tf.mean(s);
-        const total = tf.sum(tf.mul(s, rowMask));
+        const total = tf.sum(tf.where(realRows(s, rowMask), s, tf.zerosLike(s)));
         return tf.div(total, tf.mul(tf.sum(rowMask), heads));
       }
       let m = maxOverRows(s, rowMask); // [b, H]

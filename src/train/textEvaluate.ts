@@ -2,6 +2,7 @@ import { tf } from "../backend.ts";
 import { textBatches, textBatchTensors, type TextSplit } from "../data/text/dataset.ts";
 import type { Model } from "../nn/create.ts";
 import type { Evaluation } from "./evaluate.ts";
+import { crossEntropy } from "./loss.ts";
 
 /**
  * Accuracy and mean cross-entropy of a text model on a text split (inference mode, padding
@@ -26,9 +27,7 @@ export function evaluateText(
       const { ids, mask } = textBatchTensors(batch);
       const labels = tf.tensor1d(batch.labels, "int32");
       const { logits } = model.forward(ids, { mask });
-      const logp = tf.logSoftmax(logits);
-      const onehot = tf.cast(tf.oneHot(labels, model.config.classes), "float32");
-      const ceTotal = tf.neg(tf.sum(tf.mul(logp, onehot)));
+      const ceTotal = crossEntropy(logits, labels, "sum", "evaluateText");
       const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
       return tf.stack([right, ceTotal]).dataSync();
     });
