@@ -3,7 +3,12 @@ import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
 import { HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
-import { blockLipschitz, headLipschitz } from "../lipschitz/truth/powerIteration.ts";
+import {
+  blockLipschitz,
+  headLipschitz,
+  TRUTH_METHOD,
+  type PowerIterationResult,
+} from "../lipschitz/truth/powerIteration.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import { summarize, type Summary } from "../stats.ts";
 import { InputError } from "../softmax/parse.ts";
@@ -16,8 +21,8 @@ export interface BoundsAgainstTruth {
   bounds: Record<HeadVariant, number[]>;
   /**
    * true[input]: the true local Lipschitz constant (exact input Jacobian for the network;
-   * a power-iteration estimate, which converges from below, for blocks and heads). NaN when
-   * not computed.
+   * a Lanczos (Krylov power iteration) estimate from below for blocks and heads, with its
+   * {@link TruthRecord}). NaN when not computed.
    */
   true: number[];
   /** ratios[variant][input] = bound / true (NaN when the true value was not computed). */
@@ -32,19 +37,71 @@ export interface HeadAttentionStats {
   meanEntropy: number[];
 }
 
-/** One attention head of one block. */
-export interface HeadAnalysis extends BoundsAgainstTruth {
+/**
+ * How each estimated true value of a block or head was made, per input (docs/math.md section 5
+ * "True values"): the method is {@link TRUTH_METHOD}; see powerIterationLipschitz for what
+ * `converged` guarantees.
+ */
+export interface TruthRecord {
+  /** Products with Df^T Df (one JVP + one VJP each) per input; 0 when not computed. */
+  iterations: number[];
+  /** Relative residual ||A u - lambda u|| / lambda per input (A = Df^T Df); NaN when not computed. */
+  residual: number[];
+  /** Last relative change of the value (informative only); NaN when not computed. */
+  relativeChange: number[];
+  /** Whether the residual test held per input; null when not computed. */
+  converged: (boolean | null)[];
+}
+
+/** Estimates computed, and how many of them did not converge (the cap came first). */
+export interface ConvergenceCount {
+  estimates: number;
+  unconverged: number;
+}
+
+/**
+ * Counts of a record's estimates (non-null `converged`) and unconverged ones.
+ *
+ * @example convergenceCount({ iterations: [9, 1000, 0], residual: [3e-7, 2e-5, NaN], relativeChange: [0, 0, NaN], converged: [true, false, null] })
+ * // { estimates: 2, unconverged: 1 }
+ */
+export function convergenceCount(record: TruthRecord): ConvergenceCount {
+  let estimates = 0;
+  let unconverged = 0;
+  for (const c of record.converged) {
+    if (c === null) continue;
+    estimates++;
+    if (!c) unconverged++;
+  }
+  return { estimates, unconverged };
+}
+
+/** How the block and head true values were estimated, and how many did not converge. */
+export interface ConvergenceSummary {
+  /** {@link TRUTH_METHOD}. */
+  method: string;
+  /** Residual tolerance and cap on products per estimate. */
+  tolerance: number;
+  maxIterations: number;
+  /** Over all blocks and inputs. */
+  blocks: ConvergenceCount;
+  /** Over all heads, blocks and inputs. */
+  heads: ConvergenceCount;
+  /** blocks.unconverged + heads.unconverged. */
+  unconverged: number;
+  /** Most products any estimate used (0 when none was computed). */
+  mostIterations: number;
+}
+
+/** One attention head of one block; its true values are estimates with their {@link TruthRecord}. */
+export interface HeadAnalysis extends BoundsAgainstTruth, TruthRecord {
   head: number;
   stats: HeadAttentionStats;
 }
 
-/** One transformer block: its bounds against power iteration, and its heads. */
-export interface BlockAnalysis extends BoundsAgainstTruth {
+/** One transformer block: its bounds against estimated true values, and its heads. */
+export interface BlockAnalysis extends BoundsAgainstTruth, TruthRecord {
   name: string;
-  /** Power-iteration iterations, last relative change and convergence per input. */
-  iterations: number[];
-  relativeChange: number[];
-  converged: boolean[];
   heads: HeadAnalysis[];
   /** LayerNorm and MLP factors per input. */
   ln1: number[];
@@ -90,6 +147,8 @@ export interface Analysis {
   summary: { blocks: BoundsSummary[]; network: BoundsSummary };
   /** Seconds spent: bounds, true values. */
   seconds: { bounds: number; truth: number };
+  /** How the block and head true values were estimated; unconverged counts. */
+  convergence: ConvergenceSummary;
   attentionRows: AttentionRowSample;
   attentionMaps: AttentionMaps;
 }
@@ -98,7 +157,10 @@ export interface Analysis {
 export interface AnalyzeOptions {
   /** Which true values to compute (all by default): the network's, each block's, each head's. */
   truth?: { network?: boolean; blocks?: boolean; heads?: boolean };
-  /** Power iteration for blocks and heads. */
+  /**
+   * Block and head true values (powerIterationLipschitz): cap on products per estimate
+   * (default 1000) and residual tolerance (default 1e-6).
+   */
   maxIterations?: number;
   tolerance?: number;
   seed?: number;
@@ -119,6 +181,16 @@ const emptyRecord = (): Record<HeadVariant, number[]> =>
 
 function emptyBounds(): BoundsAgainstTruth {
   return { bounds: emptyRecord(), true: [], ratios: emptyRecord() };
+}
+
+const emptyTruthRecord = (): TruthRecord => ({ iterations: [], residual: [], relativeChange: [], converged: [] });
+
+/** Appends one estimate's record (or a "not computed" entry when est is null). */
+function pushRecord(target: TruthRecord, est: PowerIterationResult | null): void {
+  target.iterations.push(est ? est.iterations : 0);
+  target.residual.push(est ? est.residual : NaN);
+  target.relativeChange.push(est ? est.relativeChange : NaN);
+  target.converged.push(est ? est.converged : null);
 }
 
 function pushValues(target: BoundsAgainstTruth, values: Record<HeadVariant, number>, truth: number): void {
@@ -147,8 +219,9 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
  * the true value and the ratio bound / true, the attention statistics that explain them
  * (mean and max sigma, mean p_(1), mean entropy), and the whole network's bounds beside its
  * exact local Lipschitz constant (the spectral norm of the C x D input Jacobian of the logits).
- * Block and head true values are power-iteration estimates (from below), with iterations and
- * convergence reported.
+ * Block and head true values are estimates from below (Lanczos on Df^T Df, capped at
+ * options.maxIterations products, converged when the residual test holds), each with its
+ * {@link TruthRecord}; `convergence` counts the unconverged ones.
  *
  * @param model a ViT or text classifier (src/nn).
  * @param inputs ViT: float32 images [N, 28, 28, 1] or [N, 784] in the model's input range;
@@ -160,7 +233,7 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
   const count = inputs.shape[0];
   if (!count) throw new RangeError("inputs: expected at least one input");
   const truth = { network: true, blocks: true, heads: true, ...options.truth };
-  const iteration = { maxIterations: options.maxIterations ?? 100, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
+  const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
   const batchSize = options.batchSize ?? 16;
   const blocks: BlockAnalysis[] = [];
   const network = emptyBounds();
@@ -201,10 +274,8 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
             blocks[i] = {
               name: `block.${i}`,
               ...emptyBounds(),
-              iterations: [],
-              relativeChange: [],
-              converged: [],
-              heads: b.heads.map((_, h) => ({ head: h, ...emptyBounds(), stats: { meanSigma: [], maxSigma: [], meanTop: [], meanEntropy: [] } })),
+              ...emptyTruthRecord(),
+              heads: b.heads.map((_, h) => ({ head: h, ...emptyBounds(), ...emptyTruthRecord(), stats: { meanSigma: [], maxSigma: [], meanTop: [], meanEntropy: [] } })),
               ln1: [],
               ln2: [],
               mlpLocal: [],
@@ -217,9 +288,7 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
           try {
             const est = truth.blocks ? blockLipschitz(model, i, blockInput, exMask, iteration) : null;
             pushValues(target, b.block, est ? est.value : NaN);
-            target.iterations.push(est ? est.iterations : 0);
-            target.relativeChange.push(est ? est.relativeChange : NaN);
-            target.converged.push(est ? est.converged : false);
+            pushRecord(target, est);
             target.ln1.push(b.ln1);
             target.ln2.push(b.ln2);
             target.mlpLocal.push(b.mlp.local);
@@ -228,6 +297,7 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
               const headEst = truth.heads ? headLipschitz(model, i, h, attnInput, exMask, iteration) : null;
               const head = target.heads[h];
               pushValues(head, hr.values, headEst ? headEst.value : NaN);
+              pushRecord(head, headEst);
               head.stats.meanSigma.push(hr.stats.meanSigma);
               head.stats.maxSigma.push(hr.stats.maxSigma);
               head.stats.meanTop.push(hr.stats.meanTop);
@@ -266,6 +336,30 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
     network,
     summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network) },
     seconds: { bounds: boundSeconds, truth: truthSeconds },
+    convergence: summarizeConvergence(blocks, iteration),
+  };
+}
+
+/** Totals of the block and head records, with the method and settings they were made with. */
+function summarizeConvergence(
+  blocks: BlockAnalysis[],
+  iteration: { maxIterations: number; tolerance: number },
+): ConvergenceSummary {
+  const total = (counts: ConvergenceCount[]): ConvergenceCount => ({
+    estimates: counts.reduce((a, c) => a + c.estimates, 0),
+    unconverged: counts.reduce((a, c) => a + c.unconverged, 0),
+  });
+  const blockCounts = total(blocks.map(convergenceCount));
+  const headCounts = total(blocks.flatMap((b) => b.heads.map(convergenceCount)));
+  const records: TruthRecord[] = blocks.flatMap((b) => [b, ...b.heads]);
+  return {
+    method: TRUTH_METHOD,
+    tolerance: iteration.tolerance,
+    maxIterations: iteration.maxIterations,
+    blocks: blockCounts,
+    heads: headCounts,
+    unconverged: blockCounts.unconverged + headCounts.unconverged,
+    mostIterations: records.reduce((m, r) => r.iterations.reduce((a, i) => Math.max(a, i), m), 0),
   };
 }
 

@@ -1,32 +1,50 @@
 import { stringify } from "csv-stringify/sync";
 import { join } from "node:path";
 import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
-import type { Analysis, BoundsAgainstTruth } from "./analyze.ts";
+import { TRUTH_METHOD } from "../lipschitz/truth/powerIteration.ts";
+import { convergenceCount, type Analysis, type BoundsAgainstTruth, type TruthRecord } from "./analyze.ts";
 
 /** Layer-level arrays as analysis.json lays them out: one array over inputs per variant and `true`. */
 function layerArrays(b: BoundsAgainstTruth): Record<string, unknown> {
   return { ...b.bounds, true: b.true, ratio: b.ratios };
 }
 
+const TRUTH_METHOD_NOTE = `${TRUTH_METHOD}: Krylov power iteration on Df^T Df, stopped by the residual test (an estimate from below, not a bound)`;
+
+/**
+ * How an estimated true value was made, per input (iterations, residual, relativeChange,
+ * converged; null where not computed) and the layer's counts.
+ */
+function truthArrays(r: TruthRecord): Record<string, unknown> {
+  return {
+    truthMethod: TRUTH_METHOD_NOTE,
+    iterations: r.iterations,
+    residual: r.residual,
+    relativeChange: r.relativeChange,
+    converged: r.converged,
+    convergence: convergenceCount(r),
+  };
+}
+
 /**
  * The analysis.json document: `layers` maps "block.i" and "network" to one array over inputs
- * for each bound variant and for `true` (plus `ratio`, heads and convergence details), and
- * `summary` holds medians and quartiles. NaN (a true value not computed) is written as null.
+ * for each bound variant and for `true` (plus `ratio`, heads, and for blocks and heads how
+ * each estimated true value was made: iterations, residual, converged, and the counts
+ * `convergence: {estimates, unconverged}`), `summary` holds medians and quartiles, and the
+ * top-level `convergence` holds the method, tolerance, cap and unconverged counts. NaN (a
+ * value not computed) is written as null.
  */
 export function analysisDocument(analysis: Analysis, meta: Record<string, unknown>): Record<string, unknown> {
   const layers: Record<string, unknown> = {};
   analysis.blocks.forEach((b) => {
     layers[b.name] = {
       ...layerArrays(b),
-      truthMethod: "power iteration on Df^T Df (an estimate from below)",
-      iterations: b.iterations,
-      relativeChange: b.relativeChange,
-      converged: b.converged,
+      ...truthArrays(b),
       ln1: b.ln1,
       ln2: b.ln2,
       mlpLocal: b.mlpLocal,
       mlpRelaxed: b.mlpRelaxed,
-      heads: b.heads.map((h) => ({ head: h.head, ...layerArrays(h), attention: h.stats })),
+      heads: b.heads.map((h) => ({ head: h.head, ...layerArrays(h), ...truthArrays(h), attention: h.stats })),
     };
   });
   layers.network = { ...layerArrays(analysis.network), truthMethod: "exact: spectral norm of the C x D input Jacobian" };
@@ -39,6 +57,7 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
     inputSpace: analysis.inputSpace,
     variants: analysis.variants,
     seconds: analysis.seconds,
+    convergence: analysis.convergence,
     layers,
     summary,
     attentionRows: analysis.attentionRows,
@@ -46,16 +65,23 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
   };
 }
 
-/** Long-format CSV: one row per input, layer, head ("" for the whole layer) and variant. */
+/**
+ * Long-format CSV: one row per input, layer, head ("" for the whole layer) and variant; the
+ * last column, true_converged, says whether an estimated true value converged ("true" or
+ * "false"; "" for the network's exact value and for values not computed).
+ */
 export function analysisCsv(analysis: Analysis): string {
-  const rows: (string | number)[][] = [["input", "layer", "head", "variant", "bound", "true", "ratio"]];
-  const add = (layer: string, head: string, b: BoundsAgainstTruth) => {
-    for (let i = 0; i < b.true.length; i++)
-      for (const v of analysis.variants) rows.push([i, layer, head, v, b.bounds[v][i], num(b.true[i]), num(b.ratios[v][i])]);
+  const rows: (string | number)[][] = [["input", "layer", "head", "variant", "bound", "true", "ratio", "true_converged"]];
+  const add = (layer: string, head: string, b: BoundsAgainstTruth, record?: TruthRecord) => {
+    for (let i = 0; i < b.true.length; i++) {
+      const c = record?.converged[i];
+      const flag = typeof c === "boolean" ? String(c) : "";
+      for (const v of analysis.variants) rows.push([i, layer, head, v, b.bounds[v][i], num(b.true[i]), num(b.ratios[v][i]), flag]);
+    }
   };
   for (const block of analysis.blocks) {
-    add(block.name, "", block);
-    for (const h of block.heads) add(block.name, String(h.head), h);
+    add(block.name, "", block, block);
+    for (const h of block.heads) add(block.name, String(h.head), h, h);
   }
   add("network", "", analysis.network);
   return stringify(rows);

@@ -15,11 +15,110 @@
 const EPS = Number.EPSILON;
 
 /**
- * The Gram matrix M^T M of a rows x cols matrix.
- *
- * @param m row-major [rows, cols]. @returns Float64Array [cols, cols] (symmetric).
+ * Squaring is where float64 breaks first: an entry below about 1e-154 squares to 0 (or to a
+ * subnormal that has lost its digits) and one above about 1e154 squares to Infinity. Every
+ * norm, Gram matrix and eigenvalue helper here therefore first divides its input by a power
+ * of two near its largest magnitude (as LAPACK's dnrm2 scales), works on entries of size about
+ * 1, and multiplies the result back. Powers of two are exact in binary floating point, so for
+ * inputs that never came near the limits the results are the same to the last bit (the Gram
+ * and eigenvalue paths skip the scaling when the largest magnitude is within 2^+-400, where it
+ * would change nothing).
  */
-export function gramCols(m: ArrayLike<number>, rows: number, cols: number): Float64Array {
+
+/** Largest |entry| of the first `count` entries of a (0 when empty). @throws RangeError on a non-finite entry. */
+function maxAbs(a: ArrayLike<number>, count: number, name: string): number {
+  let m = 0;
+  for (let i = 0; i < count; i++) {
+    const v = Math.abs(a[i]);
+    if (!(v <= Number.MAX_VALUE)) throw new RangeError(`${name}: non-finite entry ${a[i]} at ${i}`);
+    if (v > m) m = v;
+  }
+  return m;
+}
+
+/**
+ * The power-of-two exponent e with 2^e <= m < 2^(e+1) for finite m > 0 (subnormals included),
+ * so that m * 2^-e lies in [1, 2).
+ */
+function exponentOf(m: number): number {
+  let e = Math.floor(Math.log2(m));
+  // Math.log2 may round across a power of two; correct by one step either way.
+  if (times2(m, -e) >= 2) e++;
+  else if (times2(m, -e) < 1) e--;
+  return e;
+}
+
+/**
+ * x * 2^e without overflow or underflow of the factor itself: 2^e alone is not representable
+ * for e > 1023 or e < -1074, so the factor is applied in two halves (each exact).
+ */
+function times2(x: number, e: number): number {
+  if (e >= -1022 && e <= 1023) return x * 2 ** e;
+  const half = Math.trunc(e / 2);
+  return x * 2 ** half * 2 ** (e - half);
+}
+
+/**
+ * Euclidean norm of a vector without overflow or underflow of the squares (dnrm2's idea: scale
+ * by a power of two near the largest magnitude, then sum squares).
+ *
+ * @param v any length (0 gives 0).
+ * @returns ||v||_2, exact to a few ulps whenever the result itself is a normal float64.
+ * @throws RangeError on a non-finite entry.
+ * @example euclideanNorm([3e-200, 4e-200]) // 5e-200 (squaring first would give 0)
+ */
+export function euclideanNorm(v: ArrayLike<number>): number {
+  const m = maxAbs(v, v.length, "euclideanNorm");
+  if (m === 0) return 0;
+  const e = exponentOf(m);
+  let s = 0;
+  for (let i = 0; i < v.length; i++) {
+    const a = times2(v[i], -e);
+    s += a * a;
+  }
+  return times2(Math.sqrt(s), e);
+}
+
+/**
+ * The exponent e of a power of two near the largest |entry| of a matrix or vector (2^e <= max
+ * < 2^(e+1); 0 for an all-zero or empty input), for the `exponent` argument of
+ * {@link gramCols} and {@link gramRows}: entries times 2^-e lie in (-2, 2), so their squares
+ * neither overflow nor underflow.
+ *
+ * @throws RangeError on a non-finite entry.
+ * @example scaleExponent([1e200, -3]) // 664 (2^664 ~ 1.9e199)
+ */
+export function scaleExponent(m: ArrayLike<number>): number {
+  const top = maxAbs(m, m.length, "scaleExponent");
+  return top === 0 ? 0 : exponentOf(top);
+}
+
+/** The first `count` entries of m times 2^-exponent (exact), as a new Float64Array. */
+function scaledCopy(m: ArrayLike<number>, count: number, exponent: number): Float64Array {
+  const out = new Float64Array(count);
+  for (let i = 0; i < count; i++) out[i] = times2(m[i], -exponent);
+  return out;
+}
+
+/**
+ * The Gram matrix M^T M of a rows x cols matrix, of M scaled by 2^-exponent.
+ *
+ * The entries are squared: for |entries| above about 1e154 the Gram matrix overflows and below
+ * about 1e-154 it underflows, because its true entries are out of float64's range. Pass
+ * exponent = {@link scaleExponent}(m) to get 4^-exponent M^T M, in range (the scaling is
+ * exact); {@link spectralNorm} does so.
+ *
+ * @param m row-major [rows, cols].
+ * @param exponent entries are multiplied by 2^-exponent before squaring (default 0: M^T M).
+ * @returns Float64Array [cols, cols] (symmetric).
+ */
+export function gramCols(
+  m: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  exponent = 0,
+): Float64Array {
+  if (exponent !== 0) return gramCols(scaledCopy(m, rows * cols, exponent), rows, cols);
   const g = new Float64Array(cols * cols);
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
@@ -35,11 +134,20 @@ export function gramCols(m: ArrayLike<number>, rows: number, cols: number): Floa
 }
 
 /**
- * The Gram matrix M M^T of a rows x cols matrix.
+ * The Gram matrix M M^T of a rows x cols matrix, of M scaled by 2^-exponent (see
+ * {@link gramCols} on the range of the squares).
  *
- * @param m row-major [rows, cols]. @returns Float64Array [rows, rows] (symmetric).
+ * @param m row-major [rows, cols].
+ * @param exponent entries are multiplied by 2^-exponent before squaring (default 0: M M^T).
+ * @returns Float64Array [rows, rows] (symmetric).
  */
-export function gramRows(m: ArrayLike<number>, rows: number, cols: number): Float64Array {
+export function gramRows(
+  m: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  exponent = 0,
+): Float64Array {
+  if (exponent !== 0) return gramRows(scaledCopy(m, rows * cols, exponent), rows, cols);
   const g = new Float64Array(rows * rows);
   for (let i = 0; i < rows; i++)
     for (let j = i; j < rows; j++) {
@@ -105,7 +213,9 @@ export function congruence(
  * Sturm counts on the Gershgorin interval of the tridiagonal matrix until the bracket is at
  * machine precision; the upper end of the bracket is returned, plus a relative margin of
  * 8 m eps for the rounding of the reduction (so the result is >= the exact value up to
- * rounding that is far below any test tolerance).
+ * rounding that is far below any test tolerance). The matrix is first scaled by a power of two
+ * near its largest |entry| (exact), so entries of 1e-200 or 1e200 work: the reduction and the
+ * Sturm counts square entries.
  *
  * @param a row-major [m, m], symmetric (only the lower triangle is read); not modified.
  * @param m size, >= 0 (0 gives 0).
@@ -120,18 +230,28 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
     if (!Number.isFinite(a[0])) throw new RangeError("symMaxEigenvalue: non-finite entry");
     return a[0];
   }
-  // Lower triangle only (w[i * m + j], j <= i).
+  // Lower triangle only (w[i * m + j], j <= i), scaled by a power of two so that the squares
+  // of the reduction stay in range (see the note on squaring above).
   const w = new Float64Array(m * m);
+  let top = 0;
   for (let i = 0; i < m; i++)
     for (let j = 0; j <= i; j++) {
       const v = a[i * m + j];
-      if (!Number.isFinite(v)) throw new RangeError("symMaxEigenvalue: non-finite entry");
+      const abs = Math.abs(v);
+      if (!(abs <= Number.MAX_VALUE)) throw new RangeError("symMaxEigenvalue: non-finite entry");
+      if (abs > top) top = abs;
       w[i * m + j] = v;
     }
+  if (top === 0) return 0;
+  // Within 2^+-400 the squares are safe as they are (scaling would give the same bits).
+  const e0 = exponentOf(top);
+  const e = Math.abs(e0) <= 400 ? 0 : e0;
+  if (e !== 0) for (let i = 0; i < m * m; i++) w[i] = times2(w[i], -e);
   const diag = new Float64Array(m);
   const off = new Float64Array(m); // off[i] couples i and i + 1
   tridiagonalize(w, m, diag, off);
-  return tridiagMaxEigenvalue(diag, off, m);
+  const top1 = tridiagMaxEigenvalue(diag, off, m);
+  return e === 0 ? top1 : times2(top1, e);
 }
 
 /**
@@ -225,32 +345,44 @@ function tridiagMaxEigenvalue(diag: Float64Array, off: Float64Array, m: number):
 
 /**
  * Spectral norm (largest singular value) of a rows x cols matrix, from the Gram matrix of its
- * smaller side and {@link symMaxEigenvalue}.
+ * smaller side and {@link symMaxEigenvalue}, after scaling M by a power of two near its largest
+ * |entry| (exact), so that entries of 1e-200 or 1e200 give the right value instead of 0 or a
+ * RangeError (the squares of the Gram matrix would underflow or overflow).
  *
- * @param m row-major [rows, cols]. @returns ||M||_2 >= 0 (0 for an empty matrix).
- * @throws RangeError on non-finite entries.
+ * @param m row-major [rows, cols]. @returns ||M||_2 >= 0 (0 for an empty matrix), never
+ *   below the exact value by more than rounding.
+ * @throws RangeError on non-finite entries or when m does not have rows * cols entries.
+ * @example spectralNorm([3e200, 0, 0, 4e200], 2, 2) // 4e200
  */
 export function spectralNorm(m: ArrayLike<number>, rows: number, cols: number): number {
   if (m.length !== rows * cols)
     throw new RangeError(`spectralNorm: expected ${rows} x ${cols} entries, got ${m.length}`);
   if (rows === 0 || cols === 0) return 0;
-  const g = cols <= rows ? gramCols(m, rows, cols) : gramRows(m, rows, cols);
-  return Math.sqrt(Math.max(symMaxEigenvalue(g, Math.min(rows, cols)), 0));
+  // Scale before squaring: ||M|| = 2^e ||2^-e M||, and the Gram matrix of 2^-e M is in range.
+  // Within 2^+-400 the squares are safe as they are (scaling would give the same bits).
+  const top = scaleExponent(m);
+  const e = Math.abs(top) <= 400 ? 0 : top;
+  const g = cols <= rows ? gramCols(m, rows, cols, e) : gramRows(m, rows, cols, e);
+  return times2(Math.sqrt(Math.max(symMaxEigenvalue(g, Math.min(rows, cols)), 0)), e);
 }
 
 /**
  * Eigen-decomposition of a small symmetric matrix by the cyclic Jacobi method (exact to
  * rounding; used for the square-root factors of weight Gram matrices, computed once per model).
  *
- * @param a row-major [m, m] symmetric; not modified.
+ * @param a row-major [m, m] symmetric; not modified. Scaled by a power of two before the
+ *   sweeps (exact), so entries near 1e-200 or 1e200 work as well as entries near 1.
  * @returns eigenvalues [m] and eigenvectors as the COLUMNS of a row-major [m, m] matrix.
+ * @throws RangeError when a does not have m * m entries or has a non-finite entry.
  */
 export function symEigen(
   a: ArrayLike<number>,
   m: number,
 ): { values: Float64Array; vectors: Float64Array } {
   if (a.length !== m * m) throw new RangeError(`symEigen: expected ${m} x ${m} entries, got ${a.length}`);
-  const w = Float64Array.from({ length: m * m }, (_, i) => a[i]);
+  // Scaled by a power of two near the largest |entry| (exact): the sweep test squares entries.
+  const e = scaleExponent(a);
+  const w = Float64Array.from({ length: m * m }, (_, i) => times2(a[i], -e));
   const u = new Float64Array(m * m);
   for (let i = 0; i < m; i++) u[i * m + i] = 1;
   for (let sweep = 0; sweep < 100; sweep++) {
@@ -294,7 +426,7 @@ export function symEigen(
       }
   }
   const values = new Float64Array(m);
-  for (let i = 0; i < m; i++) values[i] = w[i * m + i];
+  for (let i = 0; i < m; i++) values[i] = times2(w[i * m + i], e);
   return { values, vectors: u };
 }
 

@@ -196,3 +196,86 @@ export function poolMap(
     }
   return { size, cells: sums.map((s, k) => s / counts[k]) };
 }
+
+/** Estimated true values, and how many of them did not converge. */
+export interface EstimateCount {
+  estimates: number;
+  unconverged: number;
+  /** True values with no convergence record (analysis.json from an older attnlip). */
+  unrecorded: number;
+}
+
+/** Convergence of one block's estimated true value and of its heads'. */
+export interface LayerConvergence {
+  layer: string;
+  block: EstimateCount;
+  heads: EstimateCount;
+}
+
+/** Convergence of the estimated (block and head) true values of a run. */
+export interface RunConvergence {
+  layers: LayerConvergence[];
+  /** Over all layers, blocks and heads together. */
+  total: EstimateCount;
+  /** Method, residual tolerance and cap on products, when analysis.json says. */
+  method: string | null;
+  tolerance: number | null;
+  maxIterations: number | null;
+}
+
+/**
+ * Counts the estimated true values of one layer or head: entry i is an estimate when the true
+ * value beside it is a number; it is unconverged when `converged[i]` is false, unrecorded when
+ * there is no boolean there (older files wrote no head records).
+ */
+function countEstimates(
+  truth: readonly (number | null)[] | undefined,
+  converged: readonly (boolean | null)[] | undefined,
+): EstimateCount {
+  const count: EstimateCount = { estimates: 0, unconverged: 0, unrecorded: 0 };
+  (truth ?? []).forEach((t, i) => {
+    if (typeof t !== "number" || !Number.isFinite(t)) return;
+    count.estimates++;
+    const c = converged?.[i];
+    if (c === false) count.unconverged++;
+    else if (typeof c !== "boolean") count.unrecorded++;
+  });
+  return count;
+}
+
+function addCounts(a: EstimateCount, b: EstimateCount): EstimateCount {
+  return {
+    estimates: a.estimates + b.estimates,
+    unconverged: a.unconverged + b.unconverged,
+    unrecorded: a.unrecorded + b.unrecorded,
+  };
+}
+
+/**
+ * Convergence of a run's estimated true values per block layer (the block and its heads),
+ * from analysis.json's `converged` arrays (docs/math.md section 5 "True values": the network's
+ * true value is exact and not counted).
+ *
+ * @returns the per-layer and total counts (all zero when nothing was estimated).
+ * @example convergenceOf(run).total.unconverged // 0 when every estimate converged
+ */
+export function convergenceOf(run: RunData): RunConvergence {
+  const zero: EstimateCount = { estimates: 0, unconverged: 0, unrecorded: 0 };
+  const layers = layerOrder(Object.keys(run.analysis.layers))
+    .filter((name) => name !== "network")
+    .map((layer) => {
+      const l = run.analysis.layers[layer];
+      const heads = (l.heads ?? [])
+        .map((h) => countEstimates(h.true, h.converged))
+        .reduce(addCounts, zero);
+      return { layer, block: countEstimates(l.true, l.converged), heads };
+    });
+  const c = run.analysis.convergence;
+  return {
+    layers,
+    total: layers.map((l) => addCounts(l.block, l.heads)).reduce(addCounts, zero),
+    method: c?.method ?? null,
+    tolerance: c?.tolerance ?? null,
+    maxIterations: c?.maxIterations ?? null,
+  };
+}

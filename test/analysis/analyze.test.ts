@@ -7,7 +7,8 @@ import { tf, useBackend } from "../../src/backend.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { analyze } from "../../src/analysis/analyze.ts";
-import { analysisCsv, writeAnalysis } from "../../src/analysis/files.ts";
+import { analysisCsv, analysisDocument, writeAnalysis } from "../../src/analysis/files.ts";
+import { analysisTables } from "../../src/analysis/table.ts";
 import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
 import { loadEmbeddedMnist, takeExamples } from "../../src/data/mnist.ts";
 import { runAttnlip } from "../helpers/cli.ts";
@@ -35,7 +36,7 @@ test("analyze: every bound variant is at or above the true value, per block, per
   const model = createModel(tinyVit, 3) as TransformerClassifier;
   const x = digits(3);
   const before = tf.memory().numTensors;
-  const a = analyze(model, x, { maxIterations: 300, tolerance: 1e-8 });
+  const a = analyze(model, x, { maxIterations: 300, tolerance: 1e-6 });
   assert.equal(tf.memory().numTensors, before, "analyze leaks no tensors");
   assert.equal(a.inputs, 3);
   assert.equal(a.blocks.length, 2);
@@ -51,12 +52,24 @@ test("analyze: every bound variant is at or above the true value, per block, per
   for (const block of a.blocks) {
     check(block.name, block);
     assert.ok(block.converged.every(Boolean), `${block.name} power iteration converged`);
+    assert.ok(block.residual.every((r) => r <= 1e-6) && block.iterations.every((k) => k >= 2 && k <= 300));
     for (const head of block.heads) {
       check(`${block.name} head ${head.head}`, head);
+      assert.deepEqual(head.converged, [true, true, true], `${block.name} head ${head.head} converged`);
+      assert.ok(head.residual.every((r) => r <= 1e-6) && head.iterations.every((k) => k >= 2 && k <= 300));
       for (const s of head.stats.meanSigma) assert.ok(s > 0 && s <= 0.5);
       for (const t of head.stats.meanTop) assert.ok(t > 0 && t <= 1);
     }
   }
+  assert.equal(a.convergence.method, "lanczos");
+  assert.deepEqual(
+    [a.convergence.tolerance, a.convergence.maxIterations, a.convergence.unconverged],
+    [1e-6, 300, 0],
+  );
+  assert.deepEqual(a.convergence.blocks, { estimates: 2 * 3, unconverged: 0 });
+  assert.deepEqual(a.convergence.heads, { estimates: 2 * 2 * 3, unconverged: 0 });
+  assert.match(analysisTables(a), /all 18 converged/);
+  assert.doesNotMatch(analysisTables(a), /NOT converged|\*/);
   // The distribution-aware bounds are tighter than the prior-art ones on the network.
   const med = a.summary.network.bounds;
   assert.ok(med["t3-top2"].median < med["t3-half"].median && med.cov.median <= med["t3-exact"].median);
@@ -76,11 +89,60 @@ test("analysis.json holds one array over inputs per variant and `true` for each 
     for (const v of [...HEAD_VARIANTS, "true"]) assert.equal(doc.layers[layer][v].length, 2, `${layer}.${v}`);
   }
   assert.equal(doc.layers["block.0"].heads[0].true[0], null, "head truth skipped is null, not NaN");
+  // How each estimate was made, per input, and the counts; skipped head estimates are null.
+  const block0 = doc.layers["block.0"];
+  assert.match(block0.truthMethod, /^lanczos/);
+  for (const key of ["iterations", "residual", "relativeChange", "converged"]) assert.equal(block0[key].length, 2, key);
+  assert.deepEqual(block0.converged, [true, true]);
+  assert.deepEqual(block0.convergence, { estimates: 2, unconverged: 0 });
+  assert.deepEqual(block0.heads[0].converged, [null, null]);
+  assert.deepEqual(block0.heads[0].iterations, [0, 0]);
+  assert.deepEqual(block0.heads[0].convergence, { estimates: 0, unconverged: 0 });
+  assert.equal(doc.layers.network.converged, undefined, "the network's true value is exact");
+  assert.deepEqual(
+    [doc.convergence.method, doc.convergence.maxIterations, doc.convergence.unconverged],
+    ["lanczos", 50, 0],
+  );
+  assert.deepEqual(doc.convergence.blocks, { estimates: 4, unconverged: 0 });
+  assert.deepEqual(doc.convergence.heads, { estimates: 0, unconverged: 0 });
   assert.ok(doc.summary.network.ratios.cov.median >= 1);
   const csv = analysisCsv(a).trim().split("\n");
-  assert.equal(csv[0], "input,layer,head,variant,bound,true,ratio");
+  assert.equal(csv[0], "input,layer,head,variant,bound,true,ratio,true_converged");
+  assert.ok(csv[1].startsWith("0,block.0,,") && csv[1].endsWith(",true"), csv[1]);
+  assert.ok(csv.at(-1)!.startsWith("1,network,,") && csv.at(-1)!.endsWith(","), "the exact network value has no flag");
   // 2 inputs x 9 variants x (2 blocks x (1 + 2 heads) + network)
   assert.equal(csv.length - 1, 2 * HEAD_VARIANTS.length * (2 * 3 + 1));
+  tf.dispose(x);
+  model.dispose();
+});
+
+test("estimates stopped by the cap are flagged unconverged and counted: table, analysis.json", async () => {
+  const model = createModel(tinyVit, 2) as TransformerClassifier;
+  const x = digits(2);
+  const a = analyze(model, x, { truth: { network: false }, maxIterations: 2 });
+  for (const block of a.blocks) {
+    assert.deepEqual(block.converged, [false, false], block.name);
+    assert.deepEqual(block.iterations, [2, 2]);
+    assert.ok(block.residual.every((r) => r > 1e-6));
+    for (const head of block.heads) assert.deepEqual(head.converged, [false, false]);
+  }
+  assert.deepEqual(a.convergence.blocks, { estimates: 4, unconverged: 4 });
+  assert.deepEqual(a.convergence.heads, { estimates: 8, unconverged: 8 });
+  assert.equal(a.convergence.unconverged, 12);
+  const text = analysisTables(a);
+  assert.match(text, /block\.0 \(true value: lanczos estimate from below, 2 of 2 block estimates and 4 of 4 head estimates NOT converged/);
+  assert.match(text, /\* 2 of 2 true values of block\.1 did not converge/);
+  assert.match(text, /\d \*/, "the true value is marked");
+  assert.match(text, /12 of 12 NOT converged \(4 of 4 block, 8 of 8 head\).*raise --iterations/);
+  const doc = analysisDocument(a, {}) as { convergence: { unconverged: number }; layers: Record<string, { convergence: unknown; heads: { convergence: unknown }[] }> };
+  assert.equal(doc.convergence.unconverged, 12);
+  assert.deepEqual(doc.layers["block.1"].convergence, { estimates: 2, unconverged: 2 });
+  assert.deepEqual(doc.layers["block.1"].heads[1].convergence, { estimates: 2, unconverged: 2 });
+  // Nothing estimated: said so, no counts.
+  const none = analyze(model, x, { truth: { network: false, blocks: false, heads: false } });
+  assert.equal(none.convergence.blocks.estimates + none.convergence.heads.estimates, 0);
+  assert.match(analysisTables(none), /block\.0 \(true value not computed/);
+  assert.match(analysisTables(none), /Block and head true values: not computed\./);
   tf.dispose(x);
   model.dispose();
 });

@@ -7,6 +7,7 @@ export {
   attentionLayerLipschitz,
   headLipschitz,
   headOutput,
+  TRUTH_METHOD,
   type PowerIterationOptions,
   type PowerIterationResult,
 } from "./powerIteration.ts";
@@ -22,4 +23,4 @@ export {
   type LogitsFn,
   type NetworkLipschitzOptions,
 } from "./inputJacobian.ts";
-export { symEigen, spectralNorm } from "../linalg.ts";
+export { symEigen, spectralNorm, euclideanNorm } from "../linalg.ts";
