@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { z } from "zod";
 import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
+import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import type { ProgressMode } from "../train/progress.ts";
@@ -13,6 +14,7 @@ interface RawTrainOptions {
   data?: string;
   textColumn?: string;
   labelColumn?: string;
+  encoding?: string;
   model?: string;
   epochs?: string;
   batch?: string;
@@ -39,6 +41,7 @@ const FLAGS: Record<keyof RawTrainOptions, string> = {
   data: "--data",
   textColumn: "--text-column",
   labelColumn: "--label-column",
+  encoding: "--encoding",
   model: "--model",
   epochs: "--epochs",
   batch: "--batch",
@@ -65,6 +68,7 @@ const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
   "data",
   "textColumn",
   "labelColumn",
+  "encoding",
   "model",
   "batch",
   "lr",
@@ -112,6 +116,16 @@ const TrainFlagsSchema = z.object({
     .optional(),
   textColumn: z.string().min(1, "must not be empty").optional(),
   labelColumn: z.string().min(1, "must not be empty").optional(),
+  encoding: z
+    .string()
+    .superRefine((s, ctx) => {
+      try {
+        checkEncoding(s);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+      }
+    })
+    .optional(),
   model: z.string().min(1, "must not be empty").optional(),
   epochs: positiveInt.optional(),
   batch: positiveInt.optional(),
@@ -165,8 +179,8 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
     if (flags.out !== undefined && flags.out !== flags.resume)
       throw new UsageError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
   } else if (flags.out === undefined) throw new UsageError("train: --out DIR is required (where checkpoints and metrics go)");
-  if ((flags.textColumn !== undefined || flags.labelColumn !== undefined) && flags.resume === undefined && !/^(csv|jsonl):/.test(flags.data ?? ""))
-    throw new UsageError("train: --text-column and --label-column apply to --data csv:FILE or jsonl:FILE only");
+  if ((flags.textColumn !== undefined || flags.labelColumn !== undefined || flags.encoding !== undefined) && flags.resume === undefined && !/^(csv|jsonl):/.test(flags.data ?? ""))
+    throw new UsageError("train: --text-column, --label-column and --encoding apply to --data csv:FILE or jsonl:FILE only");
   return flags;
 }
 
@@ -182,6 +196,10 @@ export function trainCommand(): Command {
     )
     .option("--text-column <name>", "csv/jsonl: the column / key holding the text [text]")
     .option("--label-column <name>", "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]")
+    .option(
+      "--encoding <name>",
+      "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint [auto: UTF-8, else Windows-1252]",
+    )
     .option("--model <preset|json>", "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]")
     .option("--epochs <n>", "epochs; with --resume, the new total [3]")
     .option("--batch <n>", "examples per step [32]")
@@ -209,6 +227,7 @@ export function trainCommand(): Command {
         data: flags.data,
         textColumn: flags.textColumn,
         labelColumn: flags.labelColumn,
+        encoding: flags.encoding,
         model: flags.model,
         epochs: flags.epochs,
         batchSize: flags.batch,

@@ -79,7 +79,7 @@ test("a missing column or an unknown label is an InputError naming the file and 
   );
 });
 
-test("empty and non-UTF-8 messages load without errors", () => {
+test("empty and non-UTF-8 messages load without errors", async () => {
   const latin = Uint8Array.from([
     ...Buffer.from("text,label\n"),
     0x63,
@@ -101,18 +101,19 @@ test("empty and non-UTF-8 messages load without errors", () => {
   const r = readCsvTexts(file("latin1.csv", latin));
   assert.deepEqual(r.texts, ["café", ""]);
   assert.equal(decodeBytes(Uint8Array.from([0xff, 0xfe, 0x41])), "ÿþA");
-  assert.equal(emailText(""), "");
-  const m = decodeEmail(
+  assert.equal(await emailText(""), "");
+  const m = await decodeEmail(
     "Subject: =?iso-8859-1?Q?caf=E9?=\nContent-Type: text/plain; charset=iso-8859-1\nContent-Transfer-Encoding: quoted-printable\n\nna=EFve =\nline\n",
   );
   assert.equal(m.subject, "café");
   assert.equal(m.body.trim(), "naïve line");
-  const html = emailText(
+  const html = await emailText(
     'Subject: hi\nContent-Type: multipart/alternative; boundary="b"\n\n--b\nContent-Type: text/html\nContent-Transfer-Encoding: base64\n\n' +
       Buffer.from("<p>Win <b>cash</b>&amp;more</p>").toString("base64") +
       "\n--b\nContent-Type: image/png\n\nxxxx\n--b--\n",
   );
-  assert.equal(html, "hi Win cash &more");
+  // Inline markup joins as a browser shows it ("cash&more"); the PNG part is dropped.
+  assert.equal(html, "hi Win cash&more");
   const tok = WordTokenizer.train(["a b"], { vocabSize: 10, maxLength: 4, minCount: 1 });
   assert.deepEqual(Array.from(tok.encode("")), [CLS_ID]);
 });
@@ -173,7 +174,7 @@ test("the CSV data set: stratified seeded split, tokenizer from the training spl
 });
 
 test("SpamAssassin: 6046 messages (1896 spam), 80/20 stratified split, vocabulary <= 8000", async () => {
-  const corpus = loadSpamCorpus();
+  const corpus = await loadSpamCorpus();
   assert.equal(corpus.texts.length, 6046);
   assert.equal(
     corpus.labels.reduce((a, b) => a + b, 0),
@@ -190,7 +191,7 @@ test("SpamAssassin: 6046 messages (1896 spam), 80/20 stratified split, vocabular
 });
 
 test("a CSV with a UTF-8 BOM and a stray non-UTF-8 byte keeps its header; one class is a clear error", async () => {
-  const { decodeBytes } = await import("../../src/data/text/decode.ts");
+  const { decodeBytes } = await import("../../src/data/text/charset.ts");
   const bytes = Uint8Array.from([0xef, 0xbb, 0xbf, ...Buffer.from("text,label\r\ncaf\u00e9 "), 0xff, ...Buffer.from(",ham\r\n")]);
   const text = decodeBytes(bytes);
   assert.ok(text.startsWith("text,label"), JSON.stringify(text.slice(0, 12)));
@@ -200,4 +201,22 @@ test("a CSV with a UTF-8 BOM and a stray non-UTF-8 byte keeps its header; one cl
     () => labelIds({ texts: ["a", "b"], labels: ["ham", "ham"], lines: [2, 3] } as never, "one.csv"),
     /one\.csv: the label column has only one class \("ham"\)/,
   );
+});
+
+test("the decoded corpus keeps no HTML character reference and no C1 control character", async () => {
+  const { decodeHTMLStrict } = await import("entities");
+  const { texts, names, skipped } = await loadSpamCorpus();
+  assert.deepEqual(skipped, [], "every message of the package decodes");
+  assert.equal(names.length, texts.length);
+  // A reference is what an HTML decoder would turn into something else ("&EO;" in spam is not one).
+  const REF = /&(?:#[0-9]+|#x[0-9a-f]+|[a-z][a-z0-9]*);/gi;
+  const withRefs: string[] = [];
+  const withC1: string[] = [];
+  texts.forEach((t, i) => {
+    const ref = [...t.matchAll(REF)].find((m) => decodeHTMLStrict(m[0]) !== m[0]);
+    if (ref !== undefined) withRefs.push(`${names[i]}: ${ref[0]}`);
+    if (/[\u0080-\u009f]/.test(t)) withC1.push(names[i]);
+  });
+  assert.deepEqual(withRefs, []);
+  assert.deepEqual(withC1, []);
 });

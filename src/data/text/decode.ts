@@ -1,186 +1,318 @@
-/**
- * Robust decoding of text: bytes of unknown encoding to a string, and e-mail messages (headers
- * and MIME bodies in mixed transfer encodings and charsets) to plain text a tokenizer can read.
- * Nothing here throws on malformed input: what cannot be decoded is kept as it is or dropped.
- */
+import { finished } from "node:stream/promises";
+import { Splitter, type MimeNode } from "@zone-eu/mailsplit";
+import { decodeHTMLStrict } from "entities";
+import { compile } from "html-to-text";
+import libbase64 from "libbase64";
+import libmime from "libmime";
+import libqp from "libqp";
+import { InputError } from "../../softmax/parse.ts";
+import { decodeBytes, isUtf8, resolveCharset, type Charset } from "./charset.ts";
 
-const UTF8 = new TextDecoder("utf-8", { fatal: true });
-const UTF8_LENIENT = new TextDecoder("utf-8", { ignoreBOM: true });
-const LATIN = new TextDecoder("windows-1252");
-
 /**
- * Bytes to a string: UTF-8 after a UTF-8 byte-order mark (removed; invalid bytes become
- * U+FFFD) or when the bytes are valid UTF-8, otherwise Windows-1252 (a superset of ISO-8859-1
- * that maps every byte), so no input is an error.
+ * E-mail messages to the plain text a tokenizer reads, on maintained libraries:
  *
- * @param bytes any bytes (empty gives "").
- * @returns the decoded string.
+ * - MIME structure (header blocks, multipart trees with nested and mid-line boundary strings,
+ *   embedded message/rfc822 parts, mbox "From " lines): @zone-eu/mailsplit, the splitter
+ *   under mailparser;
+ * - RFC 2047 encoded words in Subject and From (adjacent words joined before decoding, so a
+ *   character split across two words survives): libmime;
+ * - transfer encodings: libqp (quoted-printable, soft line breaks with trailing white space)
+ *   and libbase64;
+ * - character sets: iconv-lite through ./charset.ts (Windows-1252 for Latin-1 and ASCII
+ *   labels, UTF-7, CJK code pages);
+ * - HTML: html-to-text (markup dropped, character references decoded); character references
+ *   left in plain-text parts (mailers that turned HTML into text without decoding it) or after
+ *   the conversion (double-escaped "&amp;amp;") are decoded once with entities (the decoder
+ *   under html-to-text's parser).
+ *
+ * Why not mailparser or postal-mime: mailparser (in maintenance mode) refuses to decode UTF-7
+ * bodies on purpose (it guards HTML renderers; this text is never rendered) and postal-mime
+ * decodes charsets with TextDecoder, which reads Windows-1252 as Latin-1 on Node 20 (C1
+ * control characters) and has no UTF-7. Both keep the bytes of a part out of reach of a
+ * charset decoder of our choice; mailsplit hands over the raw part. The glue left here is which
+ * parts are text and in which order, and the rules for charsets the corpus needs.
  */
-export function decodeBytes(bytes: Uint8Array): string {
-  // A UTF-8 byte-order mark declares the encoding: decode as UTF-8 (a stray invalid byte
-  // becomes U+FFFD) rather than reading the whole file, BOM included, as Windows-1252.
-  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
-    return UTF8_LENIENT.decode(bytes.subarray(3));
-  try {
-    return UTF8.decode(bytes);
-  } catch {
-    return LATIN.decode(bytes);
-  }
-}
 
-/** The bytes of a binary string (each char code 0..255 one byte; higher codes keep their low byte). */
-function binaryBytes(s: string): Uint8Array {
-  const out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i) & 0xff;
-  return out;
-}
-
-/** Decodes bytes in a named charset, falling back to {@link decodeBytes} for unknown labels. */
-function decodeCharset(bytes: Uint8Array, charset: string | undefined): string {
-  if (charset !== undefined && !/^(us-)?ascii$|^utf-?8$/i.test(charset)) {
-    try {
-      return new TextDecoder(charset.toLowerCase()).decode(bytes);
-    } catch {
-      // Unknown label: fall through.
-    }
-  }
-  return decodeBytes(bytes);
-}
-
-/**
- * Decodes quoted-printable text (RFC 2045 section 6.7): soft line breaks removed, =XX escapes
- * turned into bytes, then the bytes decoded in `charset`.
- */
-export function decodeQuotedPrintable(text: string, charset?: string): string {
-  const binary = text
-    .replace(/=\r?\n/g, "")
-    .replace(/=([0-9A-Fa-f]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-  // Chars above 0xff (already-decoded text) are kept as UTF-8 bytes.
-  for (let i = 0; i < binary.length; i++) if (binary.charCodeAt(i) > 0xff) return binary;
-  return decodeCharset(binaryBytes(binary), charset);
-}
-
-/** Decodes base64 text (whitespace and junk ignored) in `charset`; "" when it is not base64 at all. */
-export function decodeBase64(text: string, charset?: string): string {
-  const clean = text.replace(/[^A-Za-z0-9+/=]/g, "");
-  return decodeCharset(Buffer.from(clean, "base64"), charset);
-}
-
-/** Decodes RFC 2047 encoded words (=?charset?B|Q?...?=) in a header value. */
-export function decodeHeaderWords(value: string): string {
-  return value
-    .replace(/\?=\s+=\?/g, "?==?")
-    .replace(
-      /=\?([^?]+)\?([bBqQ])\?([^?]*)\?=/g,
-      (_, charset: string, kind: string, data: string) =>
-        kind.toUpperCase() === "B"
-          ? decodeBase64(data, charset)
-          : decodeQuotedPrintable(data.replace(/_/g, " "), charset),
-    );
-}
-
-/** Parses a header block into lower-case names -> unfolded values (the first of repeated names). */
-function parseHeaders(block: string): Map<string, string> {
-  const headers = new Map<string, string>();
-  const unfolded = block.replace(/\r?\n[ \t]+/g, " ");
-  for (const line of unfolded.split(/\r?\n/)) {
-    const m = /^([!-9;-~]+):\s*(.*)$/.exec(line);
-    if (m !== null && !headers.has(m[1].toLowerCase())) headers.set(m[1].toLowerCase(), m[2]);
-  }
-  return headers;
-}
-
-/** Splits a message or MIME part at its first empty line into header block and body. */
-function splitHead(raw: string): [string, string] {
-  const m = /\r?\n\r?\n/.exec(raw);
-  return m === null ? [raw, ""] : [raw.slice(0, m.index), raw.slice(m.index + m[0].length)];
-}
-
-function parameter(value: string | undefined, name: string): string | undefined {
-  if (value === undefined) return undefined;
-  const m = new RegExp(`${name}\\s*=\\s*(?:"([^"]*)"|([^;\\s]+))`, "i").exec(value);
-  return m === null ? undefined : (m[1] ?? m[2]);
-}
-
-/** Replaces HTML markup with spaces and decodes the common entities. */
-export function stripHtml(html: string): string {
-  return html
-    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1\s*>/gi, " ")
-    .replace(/<!--[\s\S]*?-->/g, " ")
-    .replace(/<[^>]*>/g, " ")
-    .replace(/&nbsp;/gi, " ")
-    .replace(/&amp;/gi, "&")
-    .replace(/&lt;/gi, "<")
-    .replace(/&gt;/gi, ">")
-    .replace(/&quot;/gi, '"')
-    .replace(/&#(\d+);/g, (_, d: string) => {
-      const code = Number(d);
-      return code > 0 && code < 0x110000 ? String.fromCodePoint(code) : " ";
-    });
-}
-
-/** The readable text of one MIME entity (recursing into multiparts), at most `depth` levels deep. */
-function entityText(headers: Map<string, string>, body: string, depth: number): string {
-  const type = (headers.get("content-type") ?? "text/plain").toLowerCase();
-  const boundary = parameter(headers.get("content-type"), "boundary");
-  if (type.startsWith("multipart/") && boundary !== undefined && depth > 0) {
-    const parts = body.split(`--${boundary}`).slice(1);
-    const texts: string[] = [];
-    for (const part of parts) {
-      if (part.startsWith("--")) break;
-      const [head, partBody] = splitHead(part.replace(/^\r?\n/, ""));
-      const text = entityText(parseHeaders(head), partBody, depth - 1);
-      if (text.trim() !== "") texts.push(text);
-    }
-    return texts.join("\n");
-  }
-  if (!type.startsWith("text/") && !type.startsWith("multipart/") && !type.startsWith("message/"))
-    return "";
-  const charset = parameter(headers.get("content-type"), "charset");
-  const encoding = (headers.get("content-transfer-encoding") ?? "").trim().toLowerCase();
-  let text = body;
-  if (encoding === "base64") text = decodeBase64(body, charset);
-  else if (encoding === "quoted-printable") text = decodeQuotedPrintable(body, charset);
-  return type.startsWith("text/html") ? stripHtml(text) : text;
+/** A message (or one of its parts) the MIME parser or the HTML converter cannot read. */
+export class EmailDecodeError extends InputError {
+  override name = "EmailDecodeError";
 }
 
 /** A decoded e-mail message. */
 export interface DecodedMessage {
   /** The Subject header, encoded words decoded ("" when absent). */
   subject: string;
-  /** The From header, decoded ("" when absent). */
+  /** The From header, encoded words decoded ("" when absent). */
   from: string;
-  /** The readable body: text/plain and text/html parts (markup removed), decoded. */
+  /**
+   * The readable body: every text/* (and non-rfc822 message/*) part in message order, HTML
+   * reduced to its text, joined by newlines; attachments of other types are dropped.
+   */
   body: string;
 }
 
+/** Options of {@link decodeEmail}. */
+export interface DecodeEmailOptions {
+  /** The message's name in error messages (e.g. "spam-2/00123") ["message"]. */
+  name?: string;
+}
+
+/** One leaf part as the splitter delivered it. */
+interface RawPart {
+  node: MimeNode;
+  chunks: Buffer[];
+}
+
+const htmlConverter = compile({
+  wordwrap: false,
+  // The whole document, not only <body>: mail HTML often goes on after </body> or </html>
+  // (browsers show that text; scripts and styles are never text).
+  baseElements: { selectors: [], returnDomByDefault: true },
+  selectors: [
+    { selector: "a", options: { ignoreHref: true } },
+    { selector: "img", format: "skip" },
+    ...["h1", "h2", "h3", "h4", "h5", "h6"].map((selector) => ({
+      selector,
+      options: { uppercase: false },
+    })),
+    // Layout tables (most HTML mail): a cell per line, not run into its neighbours ("Price$5").
+    { selector: "table", format: "block" },
+    { selector: "tr", format: "block" },
+    { selector: "th", format: "block" },
+    { selector: "td", format: "block" },
+  ],
+});
+
 /**
- * Decodes an RFC 5322 message: headers unfolded and RFC 2047 words decoded; the body's MIME
- * tree walked (multiparts up to 8 levels), base64 and quoted-printable parts decoded in their
- * charset (unknown charsets: UTF-8, else Windows-1252), HTML reduced to its text, attachments
- * (non-text parts) dropped. Never throws: an empty or header-less message gives empty fields.
+ * The text of an HTML document or fragment (the title and whatever follows </body> included):
+ * markup, scripts, styles, link targets and images dropped, character references (named,
+ * decimal, hexadecimal) decoded, block elements and table cells on lines of their own, no line
+ * wrapping. An unterminated comment ("<!--" without "-->") hides the rest, as in a browser.
  *
- * @param raw the message with headers (a leading mbox "From " line is ignored).
- * @returns subject, from and body text.
+ * @throws whatever html-to-text throws on input it cannot convert (decodeEmail wraps it).
+ * @example htmlToText("<p>Fish &amp; chips&nbsp;&#8364;5</p>") // "Fish & chips\u00a0€5"
  */
-export function decodeEmail(raw: string): DecodedMessage {
-  const [head, body] = splitHead(raw.replace(/^From [^\n]*\n/, ""));
-  const headers = parseHeaders(head);
-  // A message without a header block (no "Name: value" line) is all body.
-  if (headers.size === 0) return { subject: "", from: "", body: raw };
+export function htmlToText(html: string): string {
+  return htmlConverter(html);
+}
+
+// WHATWG MIME sniffing (section 7.1, "identify an unknown MIME type"): a resource without a
+// type whose first bytes after white space open one of these tags is HTML.
+const SNIFF_HTML =
+  /^\s*<(?:!doctype html|html|head|script|iframe|h1|div|font|table|a|style|title|b|body|br|p)[\s>]|^\s*<!--/i;
+// C0 controls other than tab and line breaks, DEL and C1 controls: not text (in the corpus
+// they are bytes of other charsets that its packager decoded as UTF-8).
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROLS = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g;
+// A header field name (RFC 5322: printable ASCII except colon).
+const FIELD_NAME = /^[!-9;-~]+$/;
+
+function isAscii(bytes: Uint8Array): boolean {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] >= 0x80) return false;
+  return true;
+}
+
+/**
+ * Bytes of a part in its charset. No, an unknown or a UTF-8 label: UTF-8, else Windows-1252
+ * (mislabelled parts are common). A Latin-1, ASCII or Windows-1252 label on bytes that are valid
+ * UTF-8 with non-ASCII characters: UTF-8 (mailers put these labels on UTF-8 text by default;
+ * real Windows-1252 text is not valid multi-byte UTF-8 but for mojibake such as "Ã©").
+ */
+function decodeCharset(bytes: Buffer, charset: Charset | null): string {
+  if (charset === null || charset.name === "utf-8") return decodeBytes(bytes);
+  if (charset.name === "windows-1252" && !isAscii(bytes) && isUtf8(bytes))
+    return bytes.toString("utf8");
+  return charset.decode(bytes);
+}
+
+/** Splits a message into its root node and leaf parts. @throws EmailDecodeError. */
+async function splitMessage(
+  bytes: Buffer,
+  name: string,
+): Promise<{ root: MimeNode | null; parts: RawPart[] }> {
+  // Embedded messages stay leaves: partText decodes them as messages of their own.
+  const splitter = new Splitter({ ignoreEmbedded: true });
+  const parts: RawPart[] = [];
+  let root: MimeNode | null = null;
+  let current: RawPart | null = null;
+  splitter.on("data", (chunk) => {
+    if (chunk.type === "node") {
+      root ??= chunk;
+      current = chunk.multipart ? null : { node: chunk, chunks: [] };
+      if (current !== null) parts.push(current);
+    } else if (chunk.type === "body" && current !== null) current.chunks.push(chunk.value);
+  });
+  try {
+    const done = finished(splitter);
+    splitter.end(bytes);
+    await done;
+  } catch (e) {
+    throw new EmailDecodeError(
+      `${name}: the MIME parser cannot read the message (${(e as Error).message})`,
+    );
+  }
+  return { root, parts };
+}
+
+/**
+ * The text of one leaf part, or null when it is not text (images, applications, ...); an
+ * embedded message/rfc822 part gives its subject, sender and body, `depth` levels deep.
+ *
+ * `alreadyText`: the message came as a string, so bytes outside a transfer encoding are the
+ * UTF-8 of text already decoded (the corpus package stores messages so); only base64 and
+ * quoted-printable parts (and 7-bit parts, e.g. UTF-7) carry bytes in the part's charset.
+ */
+async function partText(
+  part: RawPart,
+  alreadyText: boolean,
+  where: string,
+  depth: number,
+): Promise<string | null> {
+  const { node } = part;
+  const type = (node.contentType || "text/plain").toLowerCase();
+  if (node.rfc822) {
+    // An embedded (forwarded, bounced) message: its own subject, sender and text.
+    if (depth <= 0) return null;
+    const inner = await decodeMessage(Buffer.concat(part.chunks), alreadyText, where, depth - 1);
+    return [inner.subject, inner.from, inner.body].filter((t) => t !== "").join("\n");
+  }
+  if (!type.startsWith("text/") && !type.startsWith("message/")) return null;
+  const raw = Buffer.concat(part.chunks);
+  const encoding = node.encoding || "7bit";
+  const charset = node.charset ? resolveCharset(node.charset) : null;
+  let text: string;
+  if (alreadyText && encoding !== "base64" && !isAscii(raw)) {
+    // Non-ASCII characters of a string message are text already; quoted-printable escapes
+    // around them are still bytes in the part's charset.
+    const literal = raw.toString("utf8");
+    text =
+      encoding === "quoted-printable"
+        ? literal.replace(/[^\u0080-\uffff]+/g, (ascii) =>
+            decodeCharset(libqp.decode(ascii), charset),
+          )
+        : literal;
+  } else {
+    const bytes =
+      encoding === "base64"
+        ? libbase64.decode(raw.toString("latin1"))
+        : encoding === "quoted-printable"
+          ? libqp.decode(raw)
+          : raw;
+    text = decodeCharset(bytes, charset);
+  }
+  if (node.flowed) text = libmime.decodeFlowed(text, node.delSp);
+  const untyped = node.headers === false || !node.headers.hasHeader("content-type");
+  if (type === "text/html" || (untyped && SNIFF_HTML.test(text))) {
+    try {
+      text = htmlToText(text);
+    } catch (e) {
+      throw new EmailDecodeError(
+        `${where} (${type}): cannot convert the HTML to text (${(e as Error).message})`,
+      );
+    }
+  }
+  // Character references in plain-text parts (mailers that turned HTML into text without
+  // decoding it) and double-escaped ones in HTML ("&amp;amp;"): what the sender meant.
+  return text.includes("&") ? decodeHTMLStrict(text) : text;
+}
+
+/**
+ * The first `key` header of the root, unfolded, encoded words decoded. The raw line's bytes are
+ * read here rather than by mailsplit's getFirst, which falls back to Latin-1 for a whole line
+ * with one invalid UTF-8 byte (and turns a U+FFFD the corpus already holds into "ï¿½").
+ */
+function headerText(root: MimeNode, key: string, alreadyText: boolean): string {
+  const line =
+    root.headers === false ? undefined : root.headers.getList().find((h) => h.key === key)?.line;
+  if (line === undefined) return "";
+  const bytes = Buffer.from(line, "latin1");
+  const text = alreadyText ? bytes.toString("utf8") : decodeBytes(bytes);
+  const value = text
+    .slice(text.indexOf(":") + 1)
+    .replace(/\r?\n[ \t]/g, " ")
+    .trim();
+  return libmime.decodeWords(value).replace(CONTROLS, " ");
+}
+
+/**
+ * Decodes an RFC 5322 message: Subject and From with their encoded words decoded; the MIME
+ * tree walked, base64 and quoted-printable parts decoded in their charset (Latin-1 and ASCII
+ * labels read as Windows-1252; no, unknown or UTF-8 labels: UTF-8, else Windows-1252), HTML
+ * (and untyped parts that open with an HTML tag) reduced to text, character references
+ * decoded, parts of other types dropped, control characters (C0 except tab and line breaks,
+ * C1) replaced by spaces. A message without a header block is all body.
+ *
+ * @param raw the message: bytes, or a string whose non-ASCII characters are already decoded
+ *   (as the corpus package stores it; base64 / quoted-printable parts are still decoded in
+ *   their charset). A leading mbox "From " line is ignored.
+ * @param options.name the message's name in errors.
+ * @returns subject, from and body text.
+ * @throws EmailDecodeError (an InputError) naming the message when the MIME parser cannot read
+ *   it (e.g. a header block over 1 MiB, more than 1000 parts) or a part's HTML cannot be
+ *   converted (e.g. nested thousands of elements deep); TypeError when raw is neither a string
+ *   nor bytes.
+ * @example (await decodeEmail("Subject: =?utf-8?q?caf=C3=A9?=\n\nhi &amp; bye")).body // "hi & bye"
+ */
+export async function decodeEmail(
+  raw: string | Uint8Array,
+  options: DecodeEmailOptions = {},
+): Promise<DecodedMessage> {
+  if (typeof raw !== "string" && !(raw instanceof Uint8Array))
+    throw new TypeError(
+      `decodeEmail: raw must be a string or a Uint8Array (the message), got ${raw === null ? "null" : typeof raw}`,
+    );
+  const alreadyText = typeof raw === "string";
+  const bytes = alreadyText
+    ? Buffer.from(raw, "utf8")
+    : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  return decodeMessage(bytes, alreadyText, options.name ?? "message", MAX_EMBEDDED);
+}
+
+/** Embedded messages read inside a message (deeper ones are dropped). */
+const MAX_EMBEDDED = 4;
+
+async function decodeMessage(
+  bytes: Buffer,
+  alreadyText: boolean,
+  name: string,
+  depth: number,
+): Promise<DecodedMessage> {
+  const { root, parts } = await splitMessage(bytes, name);
+  const headed =
+    root !== null &&
+    root.headers !== false &&
+    root.headers.getList().some((h) => FIELD_NAME.test(h.key));
+  if (root === null || !headed) {
+    const text = alreadyText ? bytes.toString("utf8") : decodeBytes(bytes);
+    return { subject: "", from: "", body: text.replace(CONTROLS, " ") };
+  }
+  const texts: string[] = [];
+  for (const [i, part] of parts.entries()) {
+    const nr = part.node.partNr
+      ? part.node.partNr.filter((n) => typeof n === "number").join(".")
+      : `${i + 1}`;
+    const where = `${name}: part ${nr === "" ? "1" : nr}`;
+    const text = await partText(part, alreadyText, where, depth);
+    if (text !== null && text.trim() !== "") texts.push(text);
+  }
   return {
-    subject: decodeHeaderWords(headers.get("subject") ?? ""),
-    from: decodeHeaderWords(headers.get("from") ?? ""),
-    body: entityText(headers, body, 8),
+    subject: headerText(root, "subject", alreadyText),
+    from: headerText(root, "from", alreadyText),
+    body: texts.join("\n").replace(CONTROLS, " "),
   };
 }
 
 /**
- * The text a classifier reads from a message: "subject from body", whitespace collapsed.
+ * The text a classifier reads from a message: "subject from body", white space collapsed.
  *
- * @param raw the message with headers.
+ * @param raw the message (see {@link decodeEmail}).
+ * @throws EmailDecodeError as {@link decodeEmail}.
+ * @example await emailText("Subject: Hi\nFrom: a@b.c\n\n<html><p>Win&nbsp;&#36;5</p>") // "Hi a@b.c Win $5"
  */
-export function emailText(raw: string): string {
-  const m = decodeEmail(raw);
+export async function emailText(
+  raw: string | Uint8Array,
+  options: DecodeEmailOptions = {},
+): Promise<string> {
+  const m = await decodeEmail(raw, options);
   return `${m.subject}\n${m.from}\n${m.body}`.replace(/\s+/g, " ").trim();
 }

@@ -1,11 +1,15 @@
 import { readFileSync } from "node:fs";
 import { parse } from "csv-parse/sync";
+import { DuplicateKeyError, parseJsonStrict } from "../../io/strictJson.ts";
 import { InputError } from "../../softmax/parse.ts";
-import { decodeBytes } from "./decode.ts";
+import { AUTO_ENCODING, checkEncoding, decodeBytes, isUtf8, resolveCharset } from "./charset.ts";
+import { preview } from "./truncate.ts";
 
 /**
  * User text data: CSV (a header row naming the columns) and JSONL (one JSON object per line)
- * files, read as bytes and decoded robustly (UTF-8 with or without BOM, else Windows-1252).
+ * files, read as bytes and decoded in the given encoding (iconv-lite, ./charset.ts) or, by
+ * default ("auto"), as UTF-8 with or without BOM, else Windows-1252. Errors name the file and
+ * the physical line where the record starts (a quoted CSV field may span several lines).
  */
 
 /** Labelled texts as read from a file, in file order. */
@@ -14,8 +18,8 @@ export interface TextRecords {
   /** The label of each text as written in the file (numbers as their decimal string). */
   labels: string[];
   /**
-   * Where each record starts (1-based line of the file: CSV counts the header as line 1;
-   * for error messages).
+   * The physical line where each record starts (1-based; the CSV header is line 1; CRLF, LF
+   * and a lone CR each end a line), for error messages.
    */
   lines: number[];
 }
@@ -28,7 +32,31 @@ export interface TextColumns {
   labelColumn?: string;
 }
 
-function readText(file: string): string {
+/** How to read a text file: its columns / keys and its encoding. */
+export interface TextFileOptions extends TextColumns {
+  /**
+   * Character encoding of the file ["auto": UTF-8 (a UTF-8 byte-order mark is dropped), or
+   * Windows-1252 when the bytes are not valid UTF-8]. Any label iconv-lite or the WHATWG
+   * Encoding Standard knows: "utf-8" (then invalid UTF-8 is an error naming its line),
+   * "windows-1252" (also for "latin1" / "iso-8859-1" / "us-ascii"), "iso-8859-15",
+   * "utf-16le", "shift_jis", "gb18030", ...
+   */
+  encoding?: string;
+}
+
+/**
+ * Reads a text file as a string in `encoding` (see {@link TextFileOptions.encoding}).
+ *
+ * @throws InputError naming the file when it cannot be read, the encoding is unknown, or the
+ *   encoding is utf-8 and a line is not valid UTF-8.
+ */
+function readText(file: string, encoding: string = AUTO_ENCODING): string {
+  let key: string;
+  try {
+    key = checkEncoding(encoding);
+  } catch (e) {
+    throw new InputError(`encoding: ${(e as Error).message}`);
+  }
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
@@ -37,55 +65,136 @@ function readText(file: string): string {
       `${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
     );
   }
-  return decodeBytes(bytes);
+  if (key === AUTO_ENCODING) return decodeBytes(bytes);
+  const charset = resolveCharset(key)!;
+  if (charset.name === "utf-8" && !isUtf8(bytes)) {
+    let line = 1;
+    for (let start = 0; start < bytes.length; line++) {
+      const nl = bytes.indexOf(0x0a, start);
+      const end = nl < 0 ? bytes.length : nl;
+      if (!isUtf8(bytes.subarray(start, end)))
+        throw new InputError(
+          `${file}: line ${line}: not valid UTF-8 (--encoding ${encoding}); give the file's encoding, e.g. --encoding windows-1252, or --encoding auto`,
+        );
+      start = end + 1;
+    }
+  }
+  return charset.decode(bytes);
 }
 
 /**
  * The header row of a CSV file (BOM and CR line ends handled).
  *
+ * @param options.encoding the file's encoding ["auto"].
  * @throws InputError when the file cannot be read or parsed, or has no header row.
+ * @example csvColumns("mail.csv") // ["text", "label"]
  */
-export function csvColumns(file: string): string[] {
-  const rows = parseCsv(file, readText(file));
+export function csvColumns(
+  file: string,
+  options: Pick<TextFileOptions, "encoding"> = {},
+): string[] {
+  const rows = parseCsv(file, readText(file, options.encoding));
   if (rows.length === 0)
     throw new InputError(`${file}: the CSV file is empty (expected a header row)`);
-  return rows[0];
+  return rows[0].fields;
 }
 
-function parseCsv(file: string, text: string): string[][] {
+/** One CSV record and the physical line where it starts. */
+interface CsvRow {
+  fields: string[];
+  line: number;
+}
+
+/**
+ * Physical start lines (1-based) of records that end at the given UTF-8 byte offsets (csv-parse's
+ * info.bytes, counted from the start of the text, BOM included): a record starts where the
+ * previous one ended, after the empty lines csv-parse skipped.
+ *
+ * Why not csv-parse's info.lines: it is the line where a record ENDS, and it counts a CRLF
+ * inside a quoted field as two lines, so every later record would be reported one line late.
+ */
+function startLines(text: string, ends: readonly number[]): number[] {
+  const bytes = Buffer.from(text, "utf8");
+  const lines: number[] = [];
+  let pos = 0;
+  let line = 1;
+  const advance = (to: number) => {
+    for (; pos < to && pos < bytes.length; pos++) {
+      const b = bytes[pos];
+      if (b === 0x0a || (b === 0x0d && bytes[pos + 1] !== 0x0a)) line++;
+    }
+  };
+  let start = 0;
+  for (const end of ends) {
+    // Skip the empty lines before the record.
+    while (start < bytes.length && (bytes[start] === 0x0a || bytes[start] === 0x0d)) start++;
+    advance(start);
+    lines.push(line);
+    start = end;
+  }
+  return lines;
+}
+
+function parseCsv(file: string, text: string): CsvRow[] {
+  let records: { record: string[]; info: { bytes: number } }[];
+  // Where the last good record ended: the record csv-parse fails on starts after it.
+  let lastEnd = 0;
   try {
-    return parse(text, {
+    records = parse(text, {
       bom: true,
       skip_empty_lines: true,
       relax_column_count: true,
       trim: false,
-    }) as string[][];
+      info: true,
+      on_record: (record: string[], context: { bytes: number }) => {
+        lastEnd = context.bytes;
+        return record;
+      },
+    }) as unknown as { record: string[]; info: { bytes: number } }[];
   } catch (e) {
-    throw new InputError(`${file}: not valid CSV (${(e as Error).message})`);
+    // csv-parse's own "at line N" is left out: it counts lines its own way (see startLines).
+    const line = startLines(text, [lastEnd, lastEnd])[1];
+    throw new InputError(
+      `${file}: line ${line}: not valid CSV (${(e as Error).message.replace(/ at line \d+/, "")})`,
+    );
   }
+  const lines = startLines(
+    text,
+    records.map((r) => r.info.bytes),
+  );
+  return records.map((r, i) => ({ fields: r.record, line: lines[i] }));
 }
 
 /**
  * Reads a CSV file with a header row: the text of each row from `textColumn`, its label from
  * `labelColumn`. A UTF-8 BOM and CRLF line ends are handled; empty lines are skipped; an empty
- * text cell is an empty text.
+ * text cell is an empty text; a quoted field may span several lines.
  *
- * @throws InputError naming the file when it cannot be read or parsed, a column is missing
- *   (naming the column and the columns found), a row is too short for a column, or a label
- *   cell is empty (naming its line).
+ * @param options columns ["text", "label"] and encoding ["auto"].
+ * @returns texts, labels and the line where each record starts.
+ * @throws InputError naming the file when it cannot be read, decoded or parsed (naming the
+ *   line where the bad record starts), a column is missing (naming the column and the columns
+ *   found), a row is too short for a column, or a label cell is empty (naming its line).
+ * @example readCsvTexts("mail.csv", { textColumn: "body", encoding: "windows-1252" }).texts
  */
-export function readCsvTexts(file: string, columns: TextColumns = {}): TextRecords {
-  const textColumn = columns.textColumn ?? "text";
-  const labelColumn = columns.labelColumn ?? "label";
-  const rows = parseCsv(file, readText(file));
+export function readCsvTexts(file: string, options: TextFileOptions = {}): TextRecords {
+  const textColumn = options.textColumn ?? "text";
+  const labelColumn = options.labelColumn ?? "label";
+  const rows = parseCsv(file, readText(file, options.encoding));
   if (rows.length === 0)
     throw new InputError(`${file}: the CSV file is empty (expected a header row)`);
-  const header = rows[0].map((h) => h.trim());
+  const header = rows[0].fields.map((h) => h.trim());
   const find = (name: string, flag: string) => {
     const i = header.indexOf(name);
     if (i < 0)
       throw new InputError(
-        `${file}: no column "${name}" (${flag}); the columns are ${header.map((h) => JSON.stringify(h)).join(", ")}`,
+        `${file}: no column "${name}" (${flag}); the columns are ${header.map((h) => preview(h, 40)).join(", ")}`,
+      );
+    // A column named twice is ambiguous (which one is the text?): refuse it, as JSON keys.
+    const again = header.indexOf(name, i + 1);
+    if (again >= 0)
+      throw new InputError(
+        `${file}: line 1: the header names column ${preview(name, 40)} twice (columns ${i + 1} and ${again + 1}); rename one (${flag})`,
       );
     return i;
   };
@@ -93,16 +202,15 @@ export function readCsvTexts(file: string, columns: TextColumns = {}): TextRecor
   const li = find(labelColumn, "--label-column");
   const out: TextRecords = { texts: [], labels: [], lines: [] };
   for (let r = 1; r < rows.length; r++) {
-    const row = rows[r];
-    const line = r + 1;
+    const { fields: row, line } = rows[r];
     if (row.length <= Math.max(ti, li))
       throw new InputError(
-        `${file}: record ${r} (data row ${line}) has ${row.length} fields, column "${row.length <= ti ? textColumn : labelColumn}" is missing`,
+        `${file}: line ${line}: record ${r} has ${row.length} field${row.length === 1 ? "" : "s"}, column "${row.length <= ti ? textColumn : labelColumn}" is missing`,
       );
     const label = row[li].trim();
     if (label === "")
       throw new InputError(
-        `${file}: record ${r} (data row ${line}) has an empty label in column "${labelColumn}"`,
+        `${file}: line ${line}: record ${r} has an empty label in column "${labelColumn}"`,
       );
     out.texts.push(row[ti]);
     out.labels.push(label);
@@ -116,26 +224,34 @@ export function readCsvTexts(file: string, columns: TextColumns = {}): TextRecor
  * skipped), its text under `textColumn` (a string; null is an empty text) and its label under
  * `labelColumn` (a string or a number).
  *
+ * @param options keys ["text", "label"] and encoding ["auto"].
+ * @returns texts, labels and the line of each record.
  * @throws InputError naming the file and the 1-based line number when a non-blank line is not
- *   valid JSON or not an object, lacks the text or label key, or has a value of the wrong type.
+ *   valid JSON or not an object, lacks the text or label key, or has a value of the wrong type;
+ *   naming the file when it cannot be read or decoded.
+ * @example readJsonlTexts("mail.jsonl", { labelColumn: "class" }).labels
  */
-export function readJsonlTexts(file: string, columns: TextColumns = {}): TextRecords {
-  const textColumn = columns.textColumn ?? "text";
-  const labelColumn = columns.labelColumn ?? "label";
-  const lines = readText(file).split(/\r?\n/);
+export function readJsonlTexts(file: string, options: TextFileOptions = {}): TextRecords {
+  const textColumn = options.textColumn ?? "text";
+  const labelColumn = options.labelColumn ?? "label";
+  const lines = readText(file, options.encoding).split(/\r?\n/);
   const out: TextRecords = { texts: [], labels: [], lines: [] };
   lines.forEach((line, i) => {
     if (line.trim() === "") return;
     const where = `${file}: line ${i + 1}`;
     let value: unknown;
     try {
-      value = JSON.parse(line);
+      value = parseJsonStrict(line); // a key written twice is refused, not "last one wins"
     } catch (e) {
+      if (e instanceof DuplicateKeyError)
+        throw new InputError(
+          `${where}: the key ${JSON.stringify(e.key)} appears twice in one object (columns ${e.firstColumn} and ${e.column}); a JSON object must not repeat a key`,
+        );
       throw new InputError(`${where}: not valid JSON (${(e as Error).message})`);
     }
     if (value === null || typeof value !== "object" || Array.isArray(value))
       throw new InputError(
-        `${where}: expected a JSON object, got ${Array.isArray(value) ? "an array" : JSON.stringify(value)}`,
+        `${where}: expected a JSON object, got ${Array.isArray(value) ? "an array" : preview(value)}`,
       );
     const record = value as Record<string, unknown>;
     if (!(textColumn in record))
@@ -145,15 +261,13 @@ export function readJsonlTexts(file: string, columns: TextColumns = {}): TextRec
     const text = record[textColumn];
     const label = record[labelColumn];
     if (text !== null && typeof text !== "string")
-      throw new InputError(
-        `${where}: "${textColumn}" must be a string, got ${JSON.stringify(text)}`,
-      );
+      throw new InputError(`${where}: "${textColumn}" must be a string, got ${preview(text)}`);
     if (
       !(typeof label === "string" && label.trim() !== "") &&
       !(typeof label === "number" && Number.isFinite(label))
     )
       throw new InputError(
-        `${where}: "${labelColumn}" must be a non-empty string or a number, got ${JSON.stringify(label)}`,
+        `${where}: "${labelColumn}" must be a non-empty string or a number, got ${preview(label)}`,
       );
     out.texts.push(text ?? "");
     out.labels.push(String(label).trim());
@@ -186,7 +300,7 @@ export function labelIds(
       : distinct.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     if (classes.length < 2)
       throw new InputError(
-        `${file}: the label column has only one class (${JSON.stringify(classes[0])}); a classifier needs at least two`,
+        `${file}: the label column has only one class (${preview(classes[0])}); a classifier needs at least two`,
       );
   } else classes = [...names];
   const index = new Map(classes.map((c, i) => [c, i]));
@@ -195,7 +309,7 @@ export function labelIds(
     const id = index.get(l);
     if (id === undefined)
       throw new InputError(
-        `${file}: line ${records.lines[i]}: unknown label ${JSON.stringify(l)} (the classes are ${classes.map((c) => JSON.stringify(c)).join(", ")})`,
+        `${file}: line ${records.lines[i]}: unknown label ${preview(l)} (the classes are ${classes.map((c) => preview(c, 40)).join(", ")})`,
       );
     ids[i] = id;
   });

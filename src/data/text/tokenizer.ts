@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { InputError } from "../../softmax/parse.ts";
+import { sliceCodePoints } from "./truncate.ts";
 
 /**
  * A word-level tokenizer with a vocabulary built from training texts.
@@ -24,19 +25,21 @@ const TOKEN = /[\p{L}\p{N}\p{M}]+|[^\s\p{L}\p{N}\p{M}]/gu;
 
 /**
  * The first `max` tokens of a text (normalised), without building the whole token list of a
- * very long text.
+ * very long text. Tokens longer than 32 code units are cut to 32 (31 when the 32nd would be
+ * half of a surrogate pair: cuts keep whole code points).
  *
  * @param max at most this many tokens (default: all).
  */
 export function wordTokens(text: string, max = Infinity): string[] {
   const out: string[] = [];
   if (max <= 0) return out;
-  // ~ 40 characters per token is plenty; long texts are cut before normalising.
-  const cut = Number.isFinite(max) && text.length > max * 40 ? text.slice(0, max * 40) : text;
+  // ~ 40 characters per token is plenty; long texts are cut (on a whole code point) before
+  // normalising.
+  const cut = Number.isFinite(max) ? sliceCodePoints(text, Math.floor(max * 40)) : text;
   TOKEN.lastIndex = 0;
   const normalised = cut.normalize("NFKC").toLowerCase();
   for (const m of normalised.matchAll(TOKEN)) {
-    out.push(m[0].length > 32 ? m[0].slice(0, 32) : m[0]);
+    out.push(sliceCodePoints(m[0], 32));
     if (out.length >= max) break;
   }
   return out;
@@ -85,8 +88,12 @@ export class WordTokenizer {
         `tokenizer: the vocabulary must start with ${SPECIAL_TOKENS.join(", ")}`,
       );
     this.#ids = new Map(vocab.map((w, i) => [w, i]));
-    if (this.#ids.size !== vocab.length)
-      throw new InputError("tokenizer: the vocabulary has duplicate tokens");
+    if (this.#ids.size !== vocab.length) {
+      const twice = vocab.findIndex((w, i) => this.#ids.get(w) !== i);
+      throw new InputError(
+        `tokenizer: the vocabulary has duplicate tokens: ${JSON.stringify(vocab[twice])} is id ${twice} and id ${this.#ids.get(vocab[twice])}`,
+      );
+    }
     this.vocab = vocab;
     this.maxLength = maxLength;
   }
