@@ -1,6 +1,8 @@
 /**
  * Learning-rate schedule: linear warm-up, then cosine decay (Loshchilov & Hutter 2017, without
- * restarts) to `minLr` at the last step.
+ * restarts) towards `minLr`, which is reached at step `totalSteps`, one step after the last
+ * update (the usual convention: the last update, step totalSteps - 1, still uses a rate just
+ * above minLr).
  */
 
 /** Settings of {@link learningRateAt}. */
@@ -20,7 +22,8 @@ export interface ScheduleOptions {
  *
  * Warm-up: lr * (step + 1) / warmupSteps for step < warmupSteps (so the first update is not
  * wasted at 0). Then cosine: minLr + (lr - minLr) * (1 + cos(pi * t)) / 2 with
- * t = (step - warmupSteps) / max(1, totalSteps - warmupSteps), clamped to [0, 1].
+ * t = (step - warmupSteps) / max(1, totalSteps - warmupSteps), clamped to [0, 1], so t = 1
+ * (the rate minLr) first at step totalSteps, after the run's last update.
  *
  * @throws RangeError when step is not an integer >= 0 or a setting is negative / not finite.
  */

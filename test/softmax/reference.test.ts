@@ -92,3 +92,10 @@ test("rounding never breaks sigma <= sigmaQuad <= sigmaTop2, also on long unifor
     assert.ok(sigma(p) <= sigmaQuad(p) && sigmaQuad(p) <= sigmaTop2(p), `row of length ${p.length}`);
   }
 });
+
+test("1 - p_(1) is the sum of the other entries, as README says: sigma 0.9999995,1e-7 uses 1e-7", () => {
+  const p = [0.9999995, 1e-7];
+  // p_(1) (r + p_(2)) with r = 1e-7 (the other entries), not 1 - p_(1) = 5e-7.
+  assert.ok(Math.abs(sigmaTop2(p) - 0.9999995 * 2e-7) <= 1e-15 * 2e-7);
+  assert.ok(Math.abs(referenceBounds(p).trace - 2 * 0.9999995 * 1e-7) <= 1e-15 * 2e-7);
+});

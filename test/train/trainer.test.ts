@@ -128,6 +128,9 @@ test("schedule: linear warm-up then cosine decay to minLr", () => {
   assert.ok(Math.abs(learningRateAt(14, s) - 0.1) < 1e-12);
   assert.ok(Math.abs(learningRateAt(100, s) - 0.1) < 1e-12);
   assert.throws(() => learningRateAt(-1, s), RangeError);
+  // minLr is reached one step after the run's last update (step totalSteps), as documented.
+  assert.ok(learningRateAt(s.totalSteps - 1, s) > (s.minLr ?? 0));
+  assert.equal(learningRateAt(s.totalSteps, s), s.minLr ?? 0);
 });
 
 test("seeded shuffling: same seed, same order; the RNG state continues the stream", () => {
