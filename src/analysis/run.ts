@@ -2,8 +2,9 @@ import { tf, useBackend, type BackendName } from "../backend.ts";
 import { createModel } from "../nn/create.ts";
 import { modelPreset } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import { loadDataset, takeFirst } from "../data/dataset.ts";
-import { isTextDataSpec, loadTextEvalInputs } from "../data/text/dataset.ts";
+import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
+import type { EvaluationSplit } from "../data/heldOut.ts";
+import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import type { TrainState } from "../train/checkpoint.ts";
 import { InputError } from "../softmax/parse.ts";
@@ -27,6 +28,8 @@ export interface AnalyzeRun {
   /** Text files: the text / label columns [the checkpoint's, else "text" / "label"]. */
   textColumn?: string;
   labelColumn?: string;
+  /** Text files: the encoding [the checkpoint's, else auto]. */
+  encoding?: string;
   n: number;
   out?: string;
   backend: BackendName;
@@ -38,18 +41,25 @@ export interface AnalyzeRun {
   print?: boolean;
 }
 
+/** The analysis and the test split it was computed on. */
+export type AnalyzeResult = Analysis & { split: EvaluationSplit };
+
 /**
  * Loads the model and the test inputs, runs {@link analyze}, prints the tables and writes the
- * files. Text models: the first n test texts encoded with the checkpoint's tokenizer (a
- * random-init model gets one built from the training split), padding masks passed to the
- * bounds and the true values (inputSpace "embedding").
+ * files. A checkpoint is analysed on its own held-out test split (data/evaluationInputs.ts:
+ * its data, split seed and sizes, digests checked; `seed` then only seeds the power
+ * iterations); a random-init model on the test split by `seed`. Text models: the first n test
+ * texts encoded with the checkpoint's tokenizer (a random-init model gets one built from the
+ * training split), padding masks passed to the bounds and the true values (inputSpace
+ * "embedding").
  *
- * @returns the analysis.
+ * @returns the analysis and the split record (also written to analysis.json as `split`).
  * @throws UsageError on a bad preset, image data for a text model (or text data for a ViT),
- *   images that do not fit the model, or unreadable text data / unknown labels;
+ *   images that do not fit the model, unreadable text data / unknown labels, or a checkpoint
+ *   whose held-out split cannot be rebuilt (data changed) or would include training examples;
  *   CheckpointError on a broken checkpoint.
  */
-export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
+export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   await useBackend(run.backend);
   let model: TransformerClassifier;
   let source: string;
@@ -72,92 +82,70 @@ export async function runAnalyze(run: AnalyzeRun): Promise<Analysis> {
     source = `${run.model} (random init, seed ${run.seed})`;
   }
   try {
-    if (model.config.kind === "text") return await analyzeText(model, run, source, tokenizer, trained);
-    const spec = run.data ?? "mnist";
+    const request = { who: "analyze", data: run.data, trained: trainedData(trained), seed: run.seed, n: run.n };
+    if (model.config.kind === "text") {
+      const spec = run.data ?? trained?.data.spec ?? "spam";
+      if (!isTextDataSpec(spec))
+        throw new UsageError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
+      const same = trained !== null && trained.data.spec === spec;
+      const chosen = await textEvaluationSplit(request, {
+        classes: model.config.classes,
+        tokenizer: tokenizer ?? undefined,
+        vocabSize: model.config.vocabSize,
+        maxLength: model.config.maxLength,
+        labelNames: trained?.data.labels,
+        textColumn: run.textColumn ?? (same ? (trained?.data.textColumn ?? undefined) : undefined),
+        labelColumn: run.labelColumn ?? (same ? (trained?.data.labelColumn ?? undefined) : undefined),
+        encoding: run.encoding ?? (same ? (trained?.data.encoding ?? undefined) : undefined),
+      }).catch(asUsageError);
+      const { ids, mask } = textSplitTensors(chosen.split);
+      console.log(`analyzing ${source} on ${chosen.split.count} test texts (token-embedding space, padding masked; ${run.backend} backend)`);
+      console.log(`  data: ${describeSplit(chosen.info)}`);
+      return await analyzeAndWrite(model, run, source, chosen.info, ids, mask);
+    }
+    const spec = run.data ?? trained?.data.spec ?? "mnist";
     if (isTextDataSpec(spec)) throw new UsageError(`--data: "${spec}" is text data; this model is a ViT`);
-    const data = await loadDataset(spec, { seed: run.seed, testLimit: run.n });
-    if (data.test.count === 0) throw new UsageError(`--data: the test split of ${data.spec} holds no examples`);
-    const split = takeFirst(data.test, Math.min(run.n, data.test.count));
+    const chosen = await imageEvaluationSplit(request).catch(asUsageError);
+    const split = chosen.split;
     const [h, w, c] = split.shape;
     if (h !== model.config.imageSize || w !== model.config.imageSize || c !== model.config.channels)
       throw new UsageError(
         `--data: images are ${h}x${w}x${c}, the model expects ${model.config.imageSize}x${model.config.imageSize}x${model.config.channels}`,
       );
     const inputs = tf.tensor4d(split.images, [split.count, h, w, c]);
-    console.log(`analyzing ${source} on ${split.count} test inputs of ${data.spec} (${run.backend} backend)`);
-    const progress = analysisProgress();
-    const analysis = (() => {
-      try {
-        return analyze(model, inputs, {
-          mlp: run.mlp,
-          maxIterations: run.iterations,
-          seed: run.seed,
-          truth: { heads: run.headTruth, blocks: run.blockTruth },
-          onProgress: progress.onProgress,
-        });
-      } finally {
-        inputs.dispose();
-        progress.end();
-      }
-    })();
-    if (run.print !== false) console.log(analysisTables(analysis));
-    console.log(
-      `bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`,
-    );
-    if (run.out !== undefined) {
-      const paths = await writeAnalysis(run.out, analysis, {
-        model: model.config,
-        source,
-        data: data.spec,
-        seed: run.seed,
-        mlp: run.mlp,
-      });
-      console.log(`wrote ${paths.join(" and ")}`);
-    }
-    return analysis;
+    console.log(`analyzing ${source} on ${split.count} test inputs (${run.backend} backend)`);
+    console.log(`  data: ${describeSplit(chosen.info)}`);
+    return await analyzeAndWrite(model, run, source, chosen.info, inputs, null);
   } finally {
     model.dispose();
   }
 }
 
-/** The text path of {@link runAnalyze}; the caller disposes the model. */
-async function analyzeText(
+/** A checkpoint's data record as the evaluation split needs it (null for a random init). */
+function trainedData(trained: TrainState | null): TrainedData | null {
+  return trained === null ? null : { ...trained.data, seed: trained.seed };
+}
+
+/** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
+function asUsageError(e: unknown): never {
+  if (e instanceof InputError) throw new UsageError(e.message.startsWith("analyze:") ? e.message : `analyze: ${e.message}`);
+  throw e;
+}
+
+/** Runs {@link analyze} on prepared inputs (disposed here), prints the tables, writes the files. */
+async function analyzeAndWrite(
   model: TransformerClassifier,
   run: AnalyzeRun,
   source: string,
-  tokenizer: WordTokenizer | null,
-  trained: TrainState | null,
-): Promise<Analysis> {
-  if (model.config.kind !== "text") throw new Error("analyzeText: not a text model");
-  const spec = run.data ?? trained?.data.spec ?? "spam";
-  if (!isTextDataSpec(spec))
-    throw new UsageError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
-  const same = trained !== null && trained.data.spec === spec;
-  let inputs;
-  try {
-    inputs = await loadTextEvalInputs(spec, {
-      n: run.n,
-      classes: model.config.classes,
-      seed: trained?.seed ?? run.seed,
-      tokenizer: tokenizer ?? undefined,
-      vocabSize: model.config.vocabSize,
-      maxLength: model.config.maxLength,
-      labelNames: trained?.data.labels,
-      textColumn: run.textColumn ?? (same ? (trained?.data.textColumn ?? undefined) : undefined),
-      labelColumn: run.labelColumn ?? (same ? (trained?.data.labelColumn ?? undefined) : undefined),
-    });
-  } catch (e) {
-    if (e instanceof InputError) throw new UsageError(`analyze: ${e.message}`);
-    throw e;
-  }
-  console.log(
-    `analyzing ${source} on ${inputs.split.count} test texts of ${inputs.spec} (token-embedding space, padding masked; ${run.backend} backend)`,
-  );
+  split: EvaluationSplit,
+  inputs: tf.Tensor,
+  mask: tf.Tensor | null,
+): Promise<AnalyzeResult> {
   const progress = analysisProgress();
   let analysis: Analysis;
   try {
-    analysis = analyze(model, inputs.ids, {
-      mask: inputs.mask,
+    analysis = analyze(model, inputs, {
+      ...(mask === null ? {} : { mask }),
       mlp: run.mlp,
       maxIterations: run.iterations,
       seed: run.seed,
@@ -165,7 +153,7 @@ async function analyzeText(
       onProgress: progress.onProgress,
     });
   } finally {
-    tf.dispose([inputs.ids, inputs.mask]);
+    tf.dispose(mask === null ? [inputs] : [inputs, mask]);
     progress.end();
   }
   if (run.print !== false) console.log(analysisTables(analysis));
@@ -174,13 +162,14 @@ async function analyzeText(
     const paths = await writeAnalysis(run.out, analysis, {
       model: model.config,
       source,
-      data: inputs.spec,
+      data: split.spec,
+      split,
       seed: run.seed,
       mlp: run.mlp,
     });
     console.log(`wrote ${paths.join(" and ")}`);
   }
-  return analysis;
+  return { ...analysis, split };
 }
 
 /** Progress of the analysis over inputs. */

@@ -1,5 +1,6 @@
 import { Command, Option } from "commander";
 import { z } from "zod";
+import { checkEncoding } from "../data/text/charset.ts";
 import { UsageError } from "./errors.ts";
 
 interface AnalyzeFlags {
@@ -9,6 +10,7 @@ interface AnalyzeFlags {
   data?: string;
   textColumn?: string;
   labelColumn?: string;
+  encoding?: string;
   n: string;
   out?: string;
   backend: string;
@@ -34,6 +36,15 @@ function parseFlags(flags: AnalyzeFlags) {
   return result.data;
 }
 
+/** Checks --encoding. @throws UsageError naming the flag, the value and what is expected. */
+function encodingFlag(value: string): string {
+  try {
+    return checkEncoding(value);
+  } catch (e) {
+    throw new UsageError(`--encoding: ${(e as Error).message}`);
+  }
+}
+
 /**
  * `attnlip analyze [CHECKPOINT]`: local Lipschitz bounds per layer, head and network at test
  * inputs, beside the true values, written to DIR/analysis.json and DIR/analysis.csv.
@@ -46,13 +57,17 @@ export function analyzeCommand(): Command {
     .argument("[checkpoint]", "a checkpoint folder written by `attnlip train` (or use --model with --random-init)")
     .option("--model <preset>", "model preset when no checkpoint is given", "vit-tiny")
     .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
-    .option("--seed <int>", "seed of the initialisation and of the data split", "0")
+    .option("--seed <int>", "seed of --random-init and of the power iterations; also of the data split, except for a checkpoint on its own data, which is always analysed on its held-out split", "0")
     .option(
       "--data <spec>",
-      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [mnist; a text checkpoint: its own data]",
+      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]",
     )
     .option("--text-column <name>", "text data files: the column / key of the text [the checkpoint's, else text]")
     .option("--label-column <name>", "text data files: the column / key of the label [the checkpoint's, else label]")
+    .option(
+      "--encoding <name>",
+      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-8, else Windows-1252]",
+    )
     .option("--n <int>", "number of test inputs", "16")
     .option("--out <dir>", "write analysis.json and analysis.csv here")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
@@ -63,7 +78,11 @@ export function analyzeCommand(): Command {
     )
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")
-    .option("--iterations <int>", "power-iteration limit for block and head true values", "100")
+    .option(
+      "--iterations <int>",
+      "cap on the products with Df^T Df per block and head true value (Lanczos); each stops earlier once its residual test holds, and one that reaches the cap is flagged unconverged",
+      "1000",
+    )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseFlags(flags);
       if (checkpoint === undefined && !flags.randomInit)
@@ -79,6 +98,7 @@ export function analyzeCommand(): Command {
         data: flags.data,
         textColumn: flags.textColumn,
         labelColumn: flags.labelColumn,
+        encoding: flags.encoding === undefined ? undefined : encodingFlag(flags.encoding),
         n: opts.n,
         out: flags.out,
         backend: flags.backend as "wasm" | "cpu",

@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { z } from "zod";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
+import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import { UsageError } from "./errors.ts";
 
@@ -22,6 +23,7 @@ export interface RawAttackOptions {
   out?: string;
   textColumn?: string;
   labelColumn?: string;
+  encoding?: string;
 }
 
 /** Flag spelled as the user typed it, by option key. */
@@ -41,6 +43,7 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   out: "--out",
   textColumn: "--text-column",
   labelColumn: "--label-column",
+  encoding: "--encoding",
 };
 
 /** Largest l_inf radius: the whole [0, 1] range. */
@@ -116,6 +119,16 @@ const AttackFlagsSchema = z.object({
   out: z.string().min(1, "must not be empty").optional(),
   textColumn: z.string().min(1, "must not be empty").optional(),
   labelColumn: z.string().min(1, "must not be empty").optional(),
+  encoding: z
+    .string()
+    .superRefine((s, ctx) => {
+      try {
+        checkEncoding(s);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+      }
+    })
+    .optional(),
 });
 
 /** Validated flags with defaults filled. */
@@ -197,7 +210,7 @@ export function attackCommand(): Command {
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
     .option(
       "--data <spec>",
-      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [mnist; a text checkpoint: its own data]",
+      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]",
     )
     .option(
       "--text-column <name>",
@@ -206,6 +219,10 @@ export function attackCommand(): Command {
     .option(
       "--label-column <name>",
       "text data files: the column / key of the label [the checkpoint's, else label]",
+    )
+    .option(
+      "--encoding <name>",
+      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-8, else Windows-1252]",
     )
     .option("--norm <norm>", "threat model: linf or l2 [linf]")
     .option(
@@ -216,7 +233,7 @@ export function attackCommand(): Command {
     .option("--step-size <a>", "PGD step size [2.5 * eps / steps]")
     .option("--n <int>", "the first n test examples [64]")
     .option("--batch <int>", "examples per pass [32]")
-    .option("--seed <int>", "seed of the PGD random start, the data split and --random-init [0]")
+    .option("--seed <int>", "seed of the PGD random start and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split [0]")
     .option("--attack <name>", "pgd, fgsm or both [both]")
     .option("--backend <name>", "wasm or cpu [wasm]")
     .option(
@@ -242,6 +259,7 @@ export function attackCommand(): Command {
         eps: raw.eps === undefined ? undefined : flags.eps,
         textColumn: raw.textColumn,
         labelColumn: raw.labelColumn,
+        encoding: raw.encoding,
         checkpoint,
       });
     });

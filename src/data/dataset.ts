@@ -18,6 +18,12 @@ export interface ImageSplit {
   count: number;
   /** [height, width, channels] of one image. */
   shape: [number, number, number];
+  /**
+   * Each example's index in the data set's own numbering, [count] (embedded MNIST: position
+   * among the 10,000 digits; IDX / CIFAR-10: the training file's records first, then the test
+   * file's), so held-out checks can compare splits (data/heldOut.ts).
+   */
+  indices: Int32Array;
 }
 
 /** Training and test splits of one data set. */
@@ -85,6 +91,7 @@ export function takeFirst(split: ImageSplit, n: number): ImageSplit {
     labels: split.labels.slice(0, n),
     count: n,
     shape: split.shape,
+    indices: split.indices.slice(0, n),
   };
 }
 
@@ -116,20 +123,21 @@ export async function loadDataset(spec: string, options: LoadDatasetOptions = {}
     test = { ...sets.test, shape: [28, 28, 1] };
   } else if (parsed.kind === "idx") {
     const sets = await loadIdxDataset(parsed.dir);
-    train = { ...pick(sets.train), shape: [sets.train.height, sets.train.width, 1] };
-    test = { ...pick(sets.test), shape: [sets.test.height, sets.test.width, 1] };
+    train = { ...pick(sets.train, 0), shape: [sets.train.height, sets.train.width, 1] };
+    test = { ...pick(sets.test, sets.train.count), shape: [sets.test.height, sets.test.width, 1] };
   } else {
     const sets = await loadCifar10Dataset(parsed.dir);
-    train = { ...pick(sets.train), shape: [32, 32, 3] };
-    test = { ...pick(sets.test), shape: [32, 32, 3] };
+    train = { ...pick(sets.train, 0), shape: [32, 32, 3] };
+    test = { ...pick(sets.test, sets.train.count), shape: [32, 32, 3] };
   }
   if (options.limit !== undefined) train = takeFirst(train, options.limit);
   if (options.testLimit !== undefined) test = takeFirst(test, options.testLimit);
   return { spec: formatDataSpec(parsed), classes: 10, train, test };
 }
 
-function pick(s: { images: Float32Array; labels: Int32Array; count: number }) {
-  return { images: s.images, labels: s.labels, count: s.count };
+/** A file split's arrays, its indices numbered from `offset` (the test file follows the training file). */
+function pick(s: { images: Float32Array; labels: Int32Array; count: number }, offset: number) {
+  return { images: s.images, labels: s.labels, count: s.count, indices: Int32Array.from({ length: s.count }, (_, i) => offset + i) };
 }
 
 /**

@@ -17,11 +17,16 @@ export const MNIST_PIXELS = MNIST_SIZE * MNIST_SIZE;
 /** Number of digits in the embedded set. */
 export const MNIST_EMBEDDED_COUNT = 10000;
 
-/** A set of examples: images [count * 784] row-major in [0, 1], labels [count] in 0..9. */
+/**
+ * A set of examples: images [count * 784] row-major in [0, 1], labels [count] in 0..9, and
+ * each digit's index [count] among the 10,000 embedded digits (the package's order: all 0s,
+ * then all 1s, ...), so two splits can be checked for overlap.
+ */
 export interface MnistSplit {
   images: Float32Array;
   labels: Int32Array;
   count: number;
+  indices: Int32Array;
 }
 
 /** Options of {@link loadEmbeddedMnist}. */
@@ -93,15 +98,18 @@ function shuffleInPlace<T>(a: T[], rand: () => number): T[] {
   return a;
 }
 
-function gatherSplit(picks: { c: number; i: number }[], images: Float32Array[]): MnistSplit {
+function gatherSplit(picks: { c: number; i: number }[], images: Float32Array[], counts: number[]): MnistSplit {
   const count = picks.length;
   const out = new Float32Array(count * MNIST_PIXELS);
   const labels = new Int32Array(count);
+  const indices = new Int32Array(count);
+  const offsets = counts.map((_, c) => counts.slice(0, c).reduce((a, b) => a + b, 0));
   picks.forEach(({ c, i }, k) => {
     out.set(images[c].subarray(i * MNIST_PIXELS, (i + 1) * MNIST_PIXELS), k * MNIST_PIXELS);
     labels[k] = c;
+    indices[k] = offsets[c] + i;
   });
-  return { images: out, labels, count };
+  return { images: out, labels, count, indices };
 }
 
 function checkCount(name: string, v: number): void {
@@ -120,7 +128,8 @@ function checkCount(name: string, v: number): void {
  * classes are interleaved. The same seed and sizes give the same sets on every machine.
  *
  * @returns {train, test}, each {images: Float32Array [count * 784] in [0, 1] (row-major
- *   28 x 28), labels: Int32Array [count] in 0..9, count}.
+ *   28 x 28), labels: Int32Array [count] in 0..9, count, indices: Int32Array [count] (the
+ *   digits' positions among the 10,000, disjoint between train and test)}.
  * @throws RangeError when a size is not a positive integer, the seed is not an integer, or
  *   trainSize + testSize exceeds 10000; Error when the mnist package's data looks wrong.
  */
@@ -163,7 +172,7 @@ export function loadEmbeddedMnist(options: EmbeddedMnistOptions = {}): {
   }
   shuffleInPlace(train, rand);
   shuffleInPlace(test, rand);
-  return { train: gatherSplit(train, images), test: gatherSplit(test, images) };
+  return { train: gatherSplit(train, images, counts), test: gatherSplit(test, images, counts) };
 }
 
 /**
@@ -178,6 +187,7 @@ export function takeExamples(split: MnistSplit, n: number): MnistSplit {
     images: split.images.slice(0, n * MNIST_PIXELS),
     labels: split.labels.slice(0, n),
     count: n,
+    indices: split.indices.slice(0, n),
   };
 }
 

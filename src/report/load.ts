@@ -1,6 +1,7 @@
 import { readFile, stat } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { z } from "zod";
+import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../softmax/parse.ts";
 
 /**
@@ -13,18 +14,37 @@ import { InputError } from "../softmax/parse.ts";
 /** A number array as analysis.json writes it: NaN (not computed) is written as null. */
 const NumberArray = z.array(z.number().nullable());
 
+/** Per input: whether an estimated true value converged; null where none was computed. */
+const ConvergedArray = z.array(z.boolean().nullable());
+
 const HeadSchema = z.looseObject({
   head: z.number().optional(),
   attention: z.record(z.string(), NumberArray).optional(),
+  true: NumberArray.optional(),
+  converged: ConvergedArray.optional(),
 });
 
 const LayerSchema = z.looseObject({
   true: NumberArray.optional(),
   ratio: z.record(z.string(), NumberArray).optional(),
+  converged: ConvergedArray.optional(),
   heads: z.array(HeadSchema).optional(),
 });
 
+/** Which test examples an analysis or attack used (data/heldOut.ts EvaluationSplit; absent in older files). */
+const SplitSchema = z.looseObject({
+  spec: z.string(),
+  origin: z.enum(["checkpoint", "other-data", "random-init"]),
+  splitSeed: z.number(),
+  trainCount: z.number(),
+  testCount: z.number(),
+  evaluated: z.number(),
+  evaluatedDigest: z.string(),
+  digestsChecked: z.boolean(),
+});
+
 const AnalysisSchema = z.looseObject({
+  split: SplitSchema.optional(),
   source: z.string().optional(),
   data: z.string().optional(),
   seed: z.number().optional(),
@@ -34,6 +54,14 @@ const AnalysisSchema = z.looseObject({
   model: z.record(z.string(), z.unknown()).optional(),
   variants: z.array(z.string()).min(1),
   layers: z.record(z.string(), LayerSchema),
+  /** How block and head true values were estimated (absent in older files). */
+  convergence: z
+    .looseObject({
+      method: z.string().optional(),
+      tolerance: z.number().optional(),
+      maxIterations: z.number().optional(),
+    })
+    .optional(),
   attentionRows: z
     .object({
       top1: z.array(z.number()),
@@ -51,6 +79,7 @@ const AnalysisSchema = z.looseObject({
 export type AnalysisFile = z.output<typeof AnalysisSchema>;
 
 const AttackSchema = z.looseObject({
+  split: SplitSchema.optional(),
   model: z.unknown().optional(),
   source: z.string().optional(),
   data: z.string().optional(),
@@ -61,7 +90,18 @@ const AttackSchema = z.looseObject({
   seed: z.number().optional(),
   cleanAccuracy: z.number().nullable().optional(),
   results: z.array(
-    z.looseObject({ eps: z.number(), pgd: z.number().nullable(), fgsm: z.number().nullable() }),
+    z.looseObject({
+      eps: z.number(),
+      pgd: z.number().nullable(),
+      fgsm: z.number().nullable(),
+      // Fraction of inputs whose loss gradient was exactly zero (absent in older files).
+      zeroGradient: z
+        .looseObject({
+          pgd: z.number().nullable().optional(),
+          fgsm: z.number().nullable().optional(),
+        })
+        .optional(),
+    }),
   ),
   proxy: z
     .looseObject({
@@ -135,8 +175,9 @@ async function readText(path: string): Promise<string> {
 
 function parseJsonText(path: string, text: string, where = ""): unknown {
   try {
-    return JSON.parse(text);
+    return parseJsonStrict(text); // a key given twice is refused, not read as its last value
   } catch (e) {
+    if (e instanceof DuplicateKeyError) throw new InputError(`${path}${where}: ${e.message}`);
     throw new InputError(`${path}${where}: invalid JSON (${(e as Error).message})`);
   }
 }

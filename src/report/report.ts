@@ -1,3 +1,4 @@
+import { describeSplit } from "../data/heldOut.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import { InputError } from "../softmax/parse.ts";
 import {
@@ -13,10 +14,13 @@ import {
 } from "./charts.ts";
 import {
   boundPoints,
+  convergenceOf,
   layerOrder,
   layerSummaries,
   trainingCurves,
   type EpochPoint,
+  type EstimateCount,
+  type RunConvergence,
   type StepPoint,
 } from "./data.ts";
 import {
@@ -28,6 +32,7 @@ import {
   page,
   section,
   table,
+  warning,
   type Cell,
 } from "./html.ts";
 import { loadRun, type RunData } from "./load.ts";
@@ -59,13 +64,13 @@ const VARIANT_NOTES: Record<string, string> = {
   dist: "row-resolved refinement of the distribution-aware bound",
   cov: "row-resolved refinement through the covariance of the values",
   castin: "prior art: a ball bound (Castin et al.)",
-  true: "the true local Lipschitz constant (exact for the network, power iteration from below for blocks)",
+  true: "the true local Lipschitz constant (exact for the network; for blocks a Lanczos estimate from below, * where some did not converge)",
 };
 
 const HOW_TO_READ = `Each bound is an upper bound on the <em>local Lipschitz constant</em> ‖Df(X)‖₂ at an input X:
 how much a block's output, or the network's logits, can change per unit change of the input. Beside
-the bounds is the <em>true value</em>, measured exactly for the whole network and by power iteration
-(from below) for each block. A bound is <em>tighter</em> when it is closer to the true value, that is
+the bounds is the <em>true value</em>, measured exactly for the whole network and estimated from below
+(Lanczos, a Krylov power iteration) for each block; an estimate that did not converge is flagged. A bound is <em>tighter</em> when it is closer to the true value, that is
 when its ratio bound / true is closer to 1. The prior-art variants use the worst-case constants 1 and
 1/2 for the softmax; the distribution-aware variants (arXiv:2507.07814) use sigma, the spectral norm of
 each attention row's softmax Jacobian, which is small for peaked and for flat rows and reaches 1/2
@@ -147,6 +152,48 @@ async function sigmaSection(runs: RunData[]): Promise<string> {
   );
 }
 
+/** The true-value cell of a layer, marked "*" with a count when some of its estimates did not converge. */
+function flagUnconverged(cell: Cell, conv: RunConvergence, layer: string): Cell {
+  const block = conv.layers.find((l) => l.layer === layer)?.block;
+  if (block === undefined || block.unconverged === 0) return cell;
+  const html = typeof cell === "string" ? escapeHtml(cell) : cell.html;
+  const what = `${block.unconverged} of ${block.estimates} estimates did not converge`;
+  return {
+    html: `${html} <span class="warn" title="${escapeHtml(what)}">* ${block.unconverged}/${block.estimates}</span>`,
+    num: true,
+  };
+}
+
+/**
+ * Under a run's bounds table: how the block and head true values were estimated and how many
+ * did not converge (a warning), or that convergence was not recorded (older analysis.json).
+ */
+function convergenceNote(conv: RunConvergence): string {
+  const t = conv.total;
+  if (t.estimates === 0) return "";
+  const how = [
+    conv.method ?? "estimates from below",
+    conv.tolerance === null ? null : `residual tolerance ${conv.tolerance.toExponential()}`,
+    conv.maxIterations === null ? null : `cap ${conv.maxIterations} products`,
+  ]
+    .filter((x) => x !== null)
+    .join(", ");
+  const sum = (key: "block" | "heads", field: keyof EstimateCount) =>
+    conv.layers.reduce((a, l) => a + l[key][field], 0);
+  const unrecorded =
+    t.unrecorded === 0
+      ? ""
+      : ` ${t.unrecorded} of them have no convergence record (analysis.json from an older attnlip).`;
+  if (t.unconverged === 0)
+    return `<p class="convergence">True values of blocks and heads: ${t.estimates} estimates from below (${escapeHtml(how)}); ${t.estimates - t.unrecorded} converged.${escapeHtml(unrecorded)}</p>`;
+  return warning(
+    `${t.unconverged} of ${t.estimates} true values of blocks and heads did not converge ` +
+      `(${sum("block", "unconverged")} of ${sum("block", "estimates")} block, ${sum("heads", "unconverged")} of ${sum("heads", "estimates")} head estimates; ${how}): ` +
+      "each is low by an unknown amount, so its ratios bound / true are too high. Blocks with some are marked * (unconverged / estimates)." +
+      unrecorded,
+  );
+}
+
 async function boundsSection(runs: RunData[]): Promise<string> {
   const variants = [...new Set(runs.flatMap((r) => r.analysis.variants))];
   const layers = layerOrder([...new Set(runs.flatMap((r) => Object.keys(r.analysis.layers)))]);
@@ -166,7 +213,10 @@ async function boundsSection(runs: RunData[]): Promise<string> {
             "bounds",
           ),
           "Median over inputs of every bound variant (colours) and of the true value (black, thick) per layer, log scale. " +
-            "The closer a curve lies to the black one, the tighter the bound.",
+            "The closer a curve lies to the black one, the tighter the bound." +
+            (runs.some((r) => convergenceOf(r).total.unconverged > 0)
+              ? " Some block true values did not converge (marked * in the tables below): the black curve may lie low there."
+              : ""),
         );
   const legend = table(
     ["variant", "what it is"],
@@ -176,9 +226,10 @@ async function boundsSection(runs: RunData[]): Promise<string> {
     .map((run) => {
       const sums = layerSummaries(run);
       const header = ["", ...sums.map((s) => s.layer)];
+      const conv = convergenceOf(run);
       const values = [
         ...run.analysis.variants.map((v) => [v, ...sums.map((s) => quartiles(s.bounds[v]))]),
-        ["true", ...sums.map((s) => quartiles(s.true))],
+        ["true", ...sums.map((s) => flagUnconverged(quartiles(s.true), conv, s.layer))],
       ];
       const ratios = run.analysis.variants.map((v) => [
         v,
@@ -192,6 +243,7 @@ async function boundsSection(runs: RunData[]): Promise<string> {
           values,
           `Median bound and true value per layer (q1–q3), ${run.analysis.inputs ?? "?"} inputs`,
         ) +
+        convergenceNote(conv) +
         (anyRatio
           ? table(header, ratios, "Median ratio bound / true per layer (q1–q3)")
           : notAvailable("ratios bound / true (no true values)"))
@@ -240,6 +292,40 @@ async function robustSection(runs: RunData[]): Promise<string> {
   const epsValues = [
     ...new Set(withAttack.flatMap((r) => r.attack!.results.map((x) => x.eps))),
   ].sort((a, b) => a - b);
+  // Inputs whose loss gradient was exactly zero during the attack: robust accuracy there is
+  // gradient masking, not robustness. Shown in the cell and warned about.
+  const zeroOf = (r: RunData, eps: number, a: "pgd" | "fgsm") =>
+    r.attack!.results.find((x) => x.eps === eps)?.zeroGradient?.[a] ?? null;
+  const accuracyCell = (r: RunData, eps: number, a: "pgd" | "fgsm"): Cell => {
+    const acc = formatPercent(r.attack!.results.find((x) => x.eps === eps)?.[a]);
+    const zero = zeroOf(r, eps, a);
+    if (zero === null || !(zero > 0)) return acc;
+    return {
+      html: `${escapeHtml(acc)} <span class="warn" title="fraction of inputs with an exactly zero loss gradient">⚠ ${escapeHtml(formatPercent(zero))} zero grad.</span>`,
+      num: true,
+    };
+  };
+  const masked = withAttack.flatMap((r) =>
+    r.attack!.results.flatMap((x) =>
+      (["pgd", "fgsm"] as const)
+        .filter((a) => (x.zeroGradient?.[a] ?? 0) > 0)
+        .map((a) => `${runs.length > 1 ? `${r.name} ` : ""}${a.toUpperCase()} at epsilon ${formatNumber(x.eps)}: ${formatPercent(x.zeroGradient![a])}`),
+    ),
+  );
+  const maskNote =
+    masked.length === 0
+      ? ""
+      : warning(
+          `the loss gradient was exactly zero for some inputs (${masked.join("; ")}). The attack had no direction there, so their robust accuracy is a sign of gradient masking, not of robustness.`,
+        );
+  const zeroSummary = (r: RunData): string => {
+    const values = (["pgd", "fgsm"] as const).map((a) => {
+      const fractions = r.attack!.results.map((x) => x.zeroGradient?.[a]).filter((v): v is number => typeof v === "number");
+      return fractions.length === 0 ? null : `${a.toUpperCase()} ${formatPercent(Math.max(...fractions))}`;
+    });
+    const shown = values.filter((v): v is string => v !== null);
+    return shown.length === 0 ? "—" : shown.join(", ");
+  };
   const header = ["epsilon", ...withAttack.flatMap((r) => [`${r.name} PGD`, `${r.name} FGSM`])];
   const rows: Cell[][] = [
     [
@@ -251,10 +337,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
     ],
     ...epsValues.map((eps) => [
       formatNumber(eps),
-      ...withAttack.flatMap((r) => {
-        const hit = r.attack!.results.find((x) => x.eps === eps);
-        return [formatPercent(hit?.pgd), formatPercent(hit?.fgsm)];
-      }),
+      ...withAttack.flatMap((r) => [accuracyCell(r, eps, "pgd"), accuracyCell(r, eps, "fgsm")]),
     ]),
   ];
   const settings = table(
@@ -266,6 +349,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
       ["PGD step size", ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
+      ["test examples", ...withAttack.map((r) => splitCell(r.attack!.split))],
       [
         "certified-radius proxy, median (q1–q3)",
         ...withAttack.map((r): Cell => {
@@ -275,6 +359,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
             : quartiles({ median: p.median ?? NaN, q1: p.q1 ?? NaN, q3: p.q3 ?? NaN } as Summary);
         }),
       ],
+      ["inputs with a zero gradient (max over epsilon)", ...withAttack.map(zeroSummary)],
       ["seconds", ...withAttack.map((r) => formatNumber(r.attack!.seconds))],
     ],
     "Attack settings",
@@ -282,7 +367,15 @@ async function robustSection(runs: RunData[]): Promise<string> {
   return section(
     "robustness",
     "Robust accuracy against epsilon",
-    note + chart + table(header, rows, "Clean and robust accuracy per epsilon") + settings,
+    note +
+      chart +
+      maskNote +
+      table(
+        header,
+        rows,
+        "Clean and robust accuracy per epsilon (⚠: fraction of inputs whose loss gradient was exactly zero under that attack, a sign of gradient masking)",
+      ) +
+      settings,
   );
 }
 
@@ -367,12 +460,18 @@ function show(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** Which test examples a file used, in words (data/heldOut.ts); older files did not record it. */
+function splitCell(split: Parameters<typeof describeSplit>[0] | undefined): string {
+  return split === undefined ? "not recorded (file from an older attnlip)" : describeSplit(split);
+}
+
 function configSection(runs: RunData[]): string {
   const header = ["", ...runs.map((r) => r.name)];
   const analysisKeys = ["source", "data", "inputs", "inputSpace", "seed", "mlp"];
   const rows: Cell[][] = [
     ["folder", ...runs.map((r) => r.dir)],
     ...analysisKeys.map((k) => [`analysis: ${k}`, ...runs.map((r) => show(get(r.analysis, k)))]),
+    ["analysis: test examples", ...runs.map((r) => splitCell(r.analysis.split))],
   ];
   // The model the analysis ran on; config.json of the folder when analysis.json does not say.
   const modelOf = (r: RunData) => r.analysis.model ?? r.config ?? {};

@@ -4,12 +4,13 @@ import { UsageError } from "../cli/errors.ts";
 import { progressLine } from "../cli/progressLine.ts";
 import { formatNumber, renderTable } from "../cli/table.ts";
 import { DEFAULT_EPS, type AttackFlags } from "../cli/attackCommand.ts";
-import { isTextDataSpec, loadTextEvalInputs } from "../data/text/dataset.ts";
+import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
+import type { EvaluationSplit } from "../data/heldOut.ts";
+import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
 import { InputError } from "../softmax/parse.ts";
 import { evaluateTextRobustness, textLipschitzProxy } from "./embedding.ts";
-import { loadDataset, takeFirst } from "../data/dataset.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { modelPreset } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
@@ -30,6 +31,8 @@ export type AttackRun = Partial<AttackFlags> & {
   /** Text files: the text / label columns (default: the checkpoint's, else "text" / "label"). */
   textColumn?: string;
   labelColumn?: string;
+  /** Text files: the encoding (default: the checkpoint's, else auto). */
+  encoding?: string;
 };
 
 /**
@@ -46,6 +49,8 @@ export interface AttackFile {
   model: unknown;
   source: string;
   data: string;
+  /** Which test examples were attacked (the checkpoint's held-out split for a checkpoint). */
+  split?: EvaluationSplit;
   n: number;
   norm: "linf" | "l2";
   steps: number;
@@ -53,8 +58,18 @@ export interface AttackFile {
   stepSize: number | null;
   seed: number;
   cleanAccuracy: number;
-  /** Robust accuracy per eps; null for an attack that was not run. */
-  results: { eps: number; pgd: number | null; fgsm: number | null }[];
+  /**
+   * Robust accuracy per eps; null for an attack that was not run. zeroGradient: per attack,
+   * the fraction of the n inputs in [0, 1] whose loss gradient was exactly zero where the
+   * attack looked (FGSM: at x; PGD: at one or more steps), null when the attack did not run
+   * (eps 0, or not asked for). Above 0, robust accuracy there reflects gradient masking.
+   */
+  results: {
+    eps: number;
+    pgd: number | null;
+    fgsm: number | null;
+    zeroGradient: { pgd: number | null; fgsm: number | null };
+  }[];
   /** l_2 radii margin / (sqrt(2) L) (input units), 0 for misclassified examples. */
   proxy: {
     median: number | null;
@@ -92,7 +107,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
   let model: TransformerClassifier;
   let source: string;
   let tokenizer: WordTokenizer | null = null;
-  let trained: { spec: string; seed: number; labels?: string[]; textColumn?: string | null; labelColumn?: string | null } | null = null;
+  let trained: TrainedData | null = null;
   if (partial.checkpoint !== undefined) {
     const ckpt = await loadCheckpoint(partial.checkpoint);
     model = ckpt.model as TransformerClassifier;
@@ -112,7 +127,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
   const text = model.config.kind === "text";
   const run = {
     ...partial,
-    data: given.data ?? (text ? (trained?.spec ?? "spam") : "mnist"),
+    data: given.data ?? trained?.spec ?? (text ? "spam" : "mnist"),
     eps: given.eps ?? (text ? DEFAULT_TEXT_EPS : DEFAULT_EPS)[partial.norm],
   };
   try {
@@ -122,12 +137,16 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
       throw new UsageError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
     let prepared: Prepared;
     if (text) prepared = await prepareText(model as unknown as TextClassifier, run, source, tokenizer, trained);
-    else prepared = await prepareImages(model, run, source);
-    const { evaluation, proxy, count, spec } = prepared;
+    else prepared = await prepareImages(model, run, source, trained);
+    const { evaluation, proxy, count, spec, split } = prepared;
     const results = evaluation.results.map((r) => ({
       eps: r.eps,
       pgd: r.pgd?.robustAccuracy ?? null,
       fgsm: r.fgsm?.robustAccuracy ?? null,
+      zeroGradient: {
+        pgd: r.pgd?.zeroGradientFraction ?? null,
+        fgsm: r.fgsm?.zeroGradientFraction ?? null,
+      },
     }));
     console.log(
       renderTable(
@@ -140,6 +159,15 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
         ]),
       ),
     );
+    const masked = results.flatMap((r) =>
+      (["fgsm", "pgd"] as const)
+        .filter((a) => (r.zeroGradient[a] ?? 0) > 0)
+        .map((a) => `${a.toUpperCase()} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`),
+    );
+    if (masked.length > 0)
+      console.error(
+        `attack: warning: inputs with an exactly zero loss gradient (robust accuracy there is gradient masking, not robustness): ${masked.join("; ")}`,
+      );
     const finite = Array.from(proxy.radii).filter(Number.isFinite);
     const s = finite.length > 0 ? summarize(finite, "proxy radii") : null;
     console.log(
@@ -150,6 +178,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
       model: model.config,
       source: run.checkpoint ?? source,
       data: spec,
+      split,
       n: count,
       norm: run.norm,
       steps: run.steps,
@@ -196,13 +225,20 @@ function parseAttackDefaults(): AttackFlags {
   };
 }
 
-type ResolvedRun = AttackFlags & { checkpoint?: string; textColumn?: string; labelColumn?: string };
+type ResolvedRun = AttackFlags & { checkpoint?: string; textColumn?: string; labelColumn?: string; encoding?: string };
 
 interface Prepared {
   evaluation: ReturnType<typeof evaluateRobustness>;
   proxy: ReturnType<typeof lipschitzProxy>;
   count: number;
   spec: string;
+  split: EvaluationSplit;
+}
+
+/** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
+function asUsageError(e: unknown): never {
+  if (e instanceof InputError) throw new UsageError(e.message.startsWith("attack:") ? e.message : `attack: ${e.message}`);
+  throw e;
 }
 
 /** Progress of an attack over (batch, eps, attack) units. */
@@ -216,31 +252,31 @@ async function prepareText(
   run: ResolvedRun,
   source: string,
   tokenizer: WordTokenizer | null,
-  trained: { spec: string; seed: number; labels?: string[]; textColumn?: string | null; labelColumn?: string | null } | null,
+  trained: TrainedData | null,
 ): Promise<Prepared> {
   const sameData = trained !== null && trained.spec === run.data;
-  const inputs = await loadTextEvalInputs(run.data, {
-    n: run.n,
+  const chosen = await textEvaluationSplit(
+    { who: "attack", data: run.data, trained, seed: run.seed, n: run.n },
+    {
     classes: model.config.classes,
-    seed: trained?.seed ?? run.seed,
     tokenizer: tokenizer ?? undefined,
     vocabSize: model.config.vocabSize,
     maxLength: model.config.maxLength,
     labelNames: trained?.labels,
     textColumn: run.textColumn ?? (sameData ? (trained?.textColumn ?? undefined) : undefined),
     labelColumn: run.labelColumn ?? (sameData ? (trained?.labelColumn ?? undefined) : undefined),
-  }).catch((e: unknown) => {
-    if (e instanceof InputError) throw new UsageError(`attack: ${(e as Error).message}`);
-    throw e;
-  });
-  const count = inputs.split.count;
-  if (count === 0) throw new UsageError(`attack: --data: the test split of ${inputs.spec} holds no examples`);
+    encoding: run.encoding ?? (sameData ? (trained?.encoding ?? undefined) : undefined),
+    },
+  ).catch(asUsageError);
+  const count = chosen.split.count;
   if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
+  const inputs = { spec: chosen.spec, split: chosen.split, labelNames: chosen.labelNames, ...textSplitTensors(chosen.split) };
   const p = progress();
   console.log(
-    `attacking ${source} on ${count} test texts of ${inputs.spec} in token-embedding space (no clipping): ` +
+    `attacking ${source} on ${count} test texts in token-embedding space (no clipping): ` +
       `${run.norm}, ${run.attacks.join(" + ")}, ${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
   );
+  console.log(`  data: ${describeSplit(chosen.info)}`);
   try {
     const evaluation = evaluateTextRobustness(model, inputs, inputs.split.labels, {
       attack: run.attacks,
@@ -255,19 +291,24 @@ async function prepareText(
     });
     p.end();
     const proxy = textLipschitzProxy(model, inputs, inputs.split.labels, { batchSize: run.batch });
-    return { evaluation, proxy, count, spec: inputs.spec };
+    return { evaluation, proxy, count, spec: inputs.spec, split: chosen.info };
   } finally {
     tf.dispose([inputs.ids, inputs.mask]);
   }
 }
 
 /** The image path (unchanged behaviour): input space, clipped to [0, 1]. */
-async function prepareImages(model: TransformerClassifier, run: ResolvedRun, source: string): Promise<Prepared> {
+async function prepareImages(
+  model: TransformerClassifier,
+  run: ResolvedRun,
+  source: string,
+  trained: TrainedData | null,
+): Promise<Prepared> {
   if (model.config.kind !== "vit") throw new UsageError("attack: input-space attacks need a ViT; this is a text model");
   {
-    const data = await loadDataset(run.data, { seed: run.seed, testLimit: run.n });
-    if (data.test.count === 0) throw new UsageError(`attack: --data: the test split of ${data.spec} holds no examples`);
-    const split = takeFirst(data.test, Math.min(run.n, data.test.count));
+    const chosen = await imageEvaluationSplit({ who: "attack", data: run.data, trained, seed: run.seed, n: run.n }).catch(asUsageError);
+    const data = { spec: chosen.spec };
+    const split = chosen.split;
     const [h, w, c] = split.shape;
     const { imageSize, channels } = model.config;
     if (h !== imageSize || w !== imageSize || c !== channels)
@@ -287,9 +328,10 @@ async function prepareImages(model: TransformerClassifier, run: ResolvedRun, sou
     const images = tf.tensor4d(split.images, [split.count, h, w, c]);
     const p = progress();
     console.log(
-      `attacking ${source} on ${split.count} test examples of ${data.spec}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
+      `attacking ${source} on ${split.count} test examples: ${run.norm}, ${run.attacks.join(" + ")}, ` +
         `${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
     );
+    console.log(`  data: ${describeSplit(chosen.info)}`);
     let evaluation, proxy;
     try {
       evaluation = evaluateRobustness(model, images, split.labels, {
@@ -308,6 +350,6 @@ async function prepareImages(model: TransformerClassifier, run: ResolvedRun, sou
     } finally {
       images.dispose();
     }
-    return { evaluation, proxy, count: split.count, spec: data.spec };
+    return { evaluation, proxy, count: split.count, spec: data.spec, split: chosen.info };
   }
 }

@@ -8,6 +8,7 @@ import type { NamedArray } from "../nn/params.ts";
 import { InputError } from "../softmax/parse.ts";
 import { encodeSafetensors, readSafetensors, SafetensorsError, type TensorToWrite } from "../io/safetensors.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
+import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
 import { WordTokenizer } from "../data/text/tokenizer.ts";
@@ -67,6 +68,14 @@ export const TrainStateSchema = z.strictObject({
     /** Text files: the columns / keys read (absent for images and the corpus). */
     textColumn: z.string().nullable().optional(),
     labelColumn: z.string().nullable().optional(),
+    /** Text files: the encoding they were read with ("auto", "windows-1252", ...; absent: auto). */
+    encoding: z.string().nullable().optional(),
+    /**
+     * Digests of the training and test indices (data/heldOut.ts indexDigest), so commands that
+     * evaluate the checkpoint can check they rebuilt the same split (absent in older checkpoints).
+     */
+    trainDigest: z.string().optional(),
+    testDigest: z.string().optional(),
   }),
   jasmin: z.strictObject({
     lambda: z.number().min(0),
@@ -156,9 +165,10 @@ export async function recoverCheckpoint(dir: string): Promise<boolean> {
   if (!existsSync(journal)) return false;
   let files: unknown;
   try {
-    files = JSON.parse(await readFile(journal, "utf8")).files;
+    files = (parseJsonStrict(await readFile(journal, "utf8")) as { files?: unknown } | null)?.files;
   } catch (e) {
-    fail(dir, `${JOURNAL} is not valid JSON (${(e as Error).message}); remove it to keep the previous checkpoint`);
+    const why = e instanceof DuplicateKeyError ? `: ${e.message}` : ` is not valid JSON (${(e as Error).message})`;
+    fail(dir, `${JOURNAL}${why}; remove it to keep the previous checkpoint`);
   }
   if (!Array.isArray(files) || !files.every((f) => ALL_FILES.includes(f)))
     fail(dir, `${JOURNAL} does not list checkpoint files; remove it to keep the previous checkpoint`);
@@ -212,8 +222,10 @@ async function readJson(dir: string, file: string): Promise<unknown> {
     fail(dir, `cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   try {
-    return JSON.parse(text);
+    // Strict: a key written twice (JSON.parse would keep the last value silently) is refused.
+    return parseJsonStrict(text);
   } catch (e) {
+    if (e instanceof DuplicateKeyError) fail(dir, `${file}: ${e.message}`);
     fail(dir, `${file} is not valid JSON (${(e as Error).message}; truncated?)`);
   }
 }
@@ -257,7 +269,8 @@ async function readTensors(
  *
  * @returns {model, config, trainState}; the caller owns the model (dispose it).
  * @throws CheckpointError (an InputError, one line naming the folder) when the folder or a
- *   file is missing, a JSON file is invalid or truncated, config.json is not a valid model
+ *   file is missing, a JSON file (or a safetensors header) is invalid, truncated or names a
+ *   key twice (the message names the file and the key), config.json is not a valid model
  *   config, train_state.json does not match {@link TrainStateSchema}, model.safetensors is
  *   malformed or its tensors do not match the config's names and shapes, the files come
  *   from different steps, or a text model's tokenizer.json is missing, invalid or larger than

@@ -1,7 +1,8 @@
+import { indexDigest, splitDigests } from "../data/heldOut.ts";
 import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { oneHotFloat, tf } from "../backend.ts";
+import { tf } from "../backend.ts";
 import {
   batchCount,
   batches,
@@ -33,6 +34,7 @@ import {
   type TrainState,
 } from "./checkpoint.ts";
 import { evaluate } from "./evaluate.ts";
+import { crossEntropy } from "./loss.ts";
 import { jasminPenalty, meanTraceSigma, selectLayers, type JasminNorm, type JasminReduce } from "./jasmin.ts";
 import { AdamW, clipByGlobalNorm } from "./optimizer.ts";
 import { createProgress, type ProgressMode } from "./progress.ts";
@@ -85,6 +87,8 @@ export interface TrainOptions {
   textColumn?: string;
   /** Text files: the column / key holding the label ["label"]; labels become class ids in sorted order. */
   labelColumn?: string;
+  /** Text files: the character encoding ["auto": UTF-8, else Windows-1252]; recorded in the checkpoint. */
+  encoding?: string;
   /** A data set already loaded (tests, notebooks); its spec is recorded. Overrides `data`. */
   dataset?: ImageDataset | TextDataset;
   /**
@@ -189,8 +193,7 @@ export function trainStep(
       const { value, grads } = tf.variableGrads(() => {
         const { logits, trace } = model.forward(x, { trace: true, training: true, mask: settings.mask ?? null });
         traces.push(trace!);
-        const target = oneHotFloat(labels, model.config.classes);
-        const ce = tf.neg(tf.mean(tf.sum(tf.mul(tf.logSoftmax(logits), target), 1)));
+        const ce = crossEntropy(logits, labels, "mean", "trainStep");
         const reg = lambda > 0 ? jasminPenalty(trace!, settings.jasmin) : tf.scalar(0);
         const sigma = meanTraceSigma(trace!, norm);
         const correct = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
@@ -298,7 +301,7 @@ function baseTextConfig(model: string | ModelConfigInput): ModelConfig {
 /** Loads a text data set for training: a given tokenizer (resume) or one sized to the model. */
 async function loadTextForTraining(
   spec: string,
-  options: { seed: number; limit?: number; testLimit?: number; textColumn?: string; labelColumn?: string; labelNames?: string[] },
+  options: { seed: number; limit?: number; testLimit?: number; textColumn?: string; labelColumn?: string; encoding?: string; labelNames?: string[] },
   sizing: { tokenizer?: WordTokenizer; vocabSize?: number; maxLength?: number },
 ): Promise<TextDataset> {
   return loadTextDataset(spec, { ...options, ...sizing });
@@ -371,6 +374,7 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
                 ...limits,
                 textColumn: state.data.textColumn ?? undefined,
                 labelColumn: state.data.labelColumn ?? undefined,
+                encoding: state.data.encoding ?? undefined,
                 labelNames: state.data.labels,
               },
               { tokenizer: ckpt.tokenizer ?? undefined },
@@ -379,6 +383,10 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
       if (dataset.train.count !== state.data.trainCount)
         throw new InputError(
           `resume: the data now has ${dataset.train.count} training examples, the checkpoint was trained on ${state.data.trainCount}`,
+        );
+      if (state.data.trainDigest !== undefined && state.data.trainDigest !== indexDigest(dataset.train.indices))
+        throw new InputError(
+          `resume: the training split of ${state.data.spec} rebuilt from the checkpoint's seed differs from the one it was trained on (the data changed since training)`,
         );
       if (options.epochs !== undefined && options.epochs !== state.epochs) {
         state.epochs = positiveInt("epochs", options.epochs, 1);
@@ -421,7 +429,7 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         options.dataset ??
         (await loadTextForTraining(
           spec,
-          { seed, limit: options.limit, testLimit: options.testLimit, textColumn: options.textColumn, labelColumn: options.labelColumn },
+          { seed, limit: options.limit, testLimit: options.testLimit, textColumn: options.textColumn, labelColumn: options.labelColumn, encoding: options.encoding },
           { vocabSize: base.vocabSize, maxLength: base.maxLength },
         ));
       config = modelConfigForText(options.model ?? "text-tiny", dataset as TextDataset);
@@ -453,8 +461,9 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         testLimit: options.testLimit ?? null,
         trainCount: dataset.train.count,
         testCount: dataset.test.count,
+        ...splitDigests(dataset.train.indices, dataset.test.indices),
         ...(isText(dataset)
-          ? { labels: dataset.labelNames, textColumn: dataset.textColumn, labelColumn: dataset.labelColumn }
+          ? { labels: dataset.labelNames, textColumn: dataset.textColumn, labelColumn: dataset.labelColumn, encoding: dataset.encoding }
           : {}),
       },
       jasmin: {

@@ -183,9 +183,13 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
     "seconds",
     "seed",
     "source",
+    "split",
     "stepSize",
     "steps",
   ]);
+  // The checkpoint's own held-out split, whatever --seed says (it seeds only the attack).
+  assert.equal(doc.split.origin, "checkpoint");
+  assert.equal(doc.split.evaluated, 16);
   assert.deepEqual(doc.model, JSON.parse(readFileSync(join(ck, "config.json"), "utf8")));
   assert.equal(doc.source, ck);
   assert.equal(doc.data, "mnist");
@@ -195,8 +199,15 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.equal(doc.stepSize, null);
   assert.equal(doc.seed, 2);
   assert.equal(doc.results.length, 2);
-  assert.deepEqual(doc.results[0], { eps: 0, pgd: doc.cleanAccuracy, fgsm: doc.cleanAccuracy });
+  assert.deepEqual(doc.results[0], {
+    eps: 0,
+    pgd: doc.cleanAccuracy,
+    fgsm: doc.cleanAccuracy,
+    zeroGradient: { pgd: null, fgsm: null }, // no attack ran at eps 0
+  });
   assert.ok(doc.results[1].pgd <= doc.cleanAccuracy && doc.results[1].fgsm <= doc.cleanAccuracy);
+  // The fraction of inputs whose loss gradient was exactly zero, per attack (a trained model: none).
+  assert.deepEqual(doc.results[1].zeroGradient, { pgd: 0, fgsm: 0 });
   assert.equal(doc.proxy.radii.length, 16);
   assert.ok(doc.proxy.radii.every((v: number) => v >= 0));
   assert.ok(doc.proxy.q1 <= doc.proxy.median && doc.proxy.median <= doc.proxy.q3);
@@ -209,4 +220,6 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.match(rd.source, /vit-tiny \(random init, seed 0\)/);
   assert.equal(rd.results[0].fgsm, null);
   assert.equal(typeof rd.results[0].pgd, "number");
+  assert.equal(rd.results[0].zeroGradient.fgsm, null, "FGSM was not run");
+  assert.equal(typeof rd.results[0].zeroGradient.pgd, "number");
 });

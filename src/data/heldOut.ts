@@ -1,0 +1,142 @@
+import { createHash } from "node:crypto";
+import { InputError } from "../softmax/parse.ts";
+
+/**
+ * Held-out evaluation: which examples of a data set a model was trained on, which it may be
+ * evaluated on, and the checks that keep the two apart.
+ *
+ * Every split in attnlip carries the indices of its examples in the data set's own numbering
+ * (embedded MNIST: the digit's position in the `mnist` package, class by class; IDX and
+ * CIFAR-10: the training file's records first, then the test file's; text: the record's
+ * position in the corpus or file). A checkpoint records the seed and sizes of its split and a
+ * digest of its training and test indices; every command that evaluates a checkpoint rebuilds
+ * that split, checks the digests (a data file edited since training would shuffle differently
+ * and could put training examples in the "test" split) and that no evaluated index is a
+ * training index, and says which split it used.
+ */
+
+/** Digests of the training and test indices a checkpoint used, as train_state.json records them. */
+export interface SplitDigests {
+  /** {@link indexDigest} of the training split's indices. */
+  trainDigest: string;
+  /** {@link indexDigest} of the test split's indices. */
+  testDigest: string;
+}
+
+/** What an evaluation says about the examples it used (written to analysis.json and attack.json). */
+export interface EvaluationSplit {
+  /** The data spec evaluated ("mnist", "idx:DIR", "spam", "csv:FILE", ...). */
+  spec: string;
+  /**
+   * How the test split was chosen: "checkpoint" = the checkpoint's own held-out split (same
+   * data, seed and sizes as training, digests checked); "other-data" = a checkpoint evaluated
+   * on data other than its training data; "random-init" = no training at all (split by seed).
+   */
+  origin: "checkpoint" | "other-data" | "random-init";
+  /** Seed of the train/test split (the checkpoint's training seed for "checkpoint"). */
+  splitSeed: number;
+  /** Size of the training split the model saw (0 for "random-init" and "other-data"). */
+  trainCount: number;
+  /** Size of the test split the evaluated examples come from. */
+  testCount: number;
+  /** Examples evaluated: the first `evaluated` of the test split. */
+  evaluated: number;
+  /** {@link indexDigest} of the evaluated examples' indices. */
+  evaluatedDigest: string;
+  /** Whether the checkpoint's recorded digests were there to check (older checkpoints have none). */
+  digestsChecked: boolean;
+  /** The indices of the evaluated examples (the data set's own numbering). */
+  indices: number[];
+}
+
+/**
+ * A short, stable digest of a list of example indices: SHA-256 of the indices as 32-bit
+ * little-endian integers, as "sha256:" and the first 16 hex digits.
+ *
+ * @param indices non-negative integers (order matters: a split and its shuffle differ).
+ * @throws RangeError on a negative or non-integer index.
+ * @example indexDigest([0, 1, 2]) // "sha256:..." (16 hex digits)
+ */
+export function indexDigest(indices: ArrayLike<number>): string {
+  const bytes = new Int32Array(indices.length);
+  for (let i = 0; i < indices.length; i++) {
+    const v = indices[i];
+    if (!Number.isInteger(v) || v < 0 || v > 0x7fffffff)
+      throw new RangeError(
+        `indexDigest: index ${i} must be a non-negative 32-bit integer, got ${v}`,
+      );
+    bytes[i] = v;
+  }
+  // Int32Array is little-endian on every platform Node runs on; make it explicit anyway.
+  const view = new DataView(bytes.buffer);
+  for (let i = 0; i < bytes.length; i++) view.setInt32(4 * i, bytes[i], true);
+  return (
+    "sha256:" + createHash("sha256").update(new Uint8Array(bytes.buffer)).digest("hex").slice(0, 16)
+  );
+}
+
+/** Both digests of a split, for train_state.json. */
+export function splitDigests(train: ArrayLike<number>, test: ArrayLike<number>): SplitDigests {
+  return { trainDigest: indexDigest(train), testDigest: indexDigest(test) };
+}
+
+/**
+ * Checks that a rebuilt split is the one a checkpoint was trained with, and that the examples
+ * to evaluate are held out.
+ *
+ * @param who the command, for messages ("analyze", "attack").
+ * @param spec the data spec, for messages.
+ * @param recorded the checkpoint's digests (undefined for checkpoints written before they were
+ *   recorded: only the overlap check runs).
+ * @param train indices of the rebuilt training split; @param test of the rebuilt test split.
+ * @param evaluated indices about to be evaluated.
+ * @throws InputError when a digest differs (the data changed since training) or an evaluated
+ *   index is a training index.
+ */
+export function checkHeldOut(
+  who: string,
+  spec: string,
+  recorded: Partial<SplitDigests> | undefined,
+  train: ArrayLike<number>,
+  test: ArrayLike<number>,
+  evaluated: ArrayLike<number>,
+): void {
+  if (recorded?.trainDigest !== undefined && recorded.trainDigest !== indexDigest(train))
+    throw new InputError(
+      `${who}: the training split of ${spec} rebuilt from the checkpoint's seed is not the one it was trained on (digest ${indexDigest(train)}, recorded ${recorded.trainDigest}); the data changed since training, so its held-out examples are unknown`,
+    );
+  if (recorded?.testDigest !== undefined && recorded.testDigest !== indexDigest(test))
+    throw new InputError(
+      `${who}: the test split of ${spec} rebuilt from the checkpoint's seed is not the one recorded at training (digest ${indexDigest(test)}, recorded ${recorded.testDigest}); the data changed since training`,
+    );
+  const seen = new Set<number>();
+  for (let i = 0; i < train.length; i++) seen.add(train[i]);
+  let overlap = 0;
+  let first = -1;
+  for (let i = 0; i < evaluated.length; i++)
+    if (seen.has(evaluated[i])) {
+      overlap++;
+      if (first < 0) first = evaluated[i];
+    }
+  if (overlap > 0)
+    throw new InputError(
+      `${who}: ${overlap} of the ${evaluated.length} examples to evaluate were training examples of this checkpoint (first: index ${first} of ${spec}); refusing to evaluate on training data`,
+    );
+}
+
+/**
+ * One line saying which examples an evaluation used.
+ *
+ * @example describeSplit(split) // "held-out test split of mnist (training seed 5: 4000 train / 2000 test, digests checked); evaluating the first 12"
+ */
+export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
+  const first = `evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
+  if (split.origin === "checkpoint")
+    return (
+      `held-out test split of ${split.spec} (the checkpoint's: seed ${split.splitSeed}, ${split.trainCount} train / ${split.testCount} test, ` +
+      `${split.digestsChecked ? "digests checked" : "no digests recorded, overlap checked"}); ${first}`
+    );
+  if (split.origin === "other-data")
+    return `test split of ${split.spec} (not the checkpoint's training data; split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
+  return `test split of ${split.spec} (random-init model, split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
+}
