@@ -1,0 +1,222 @@
+import { tf } from "../backend.ts";
+import { batchCount, batches, SeededRng, shuffledOrder, type Batch } from "../data/dataset.ts";
+import { textBatches, textBatchTensors, type TextBatch } from "../data/text/dataset.ts";
+import { InputError } from "../softmax/parse.ts";
+import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
+import { evaluate } from "./evaluate.ts";
+import type { ProgressReporter } from "./progress.ts";
+import { learningRateAt } from "./schedule.ts";
+import { isText, type TrainingRun } from "./setup.ts";
+import { trainStep, type JasminSettings } from "./step.ts";
+import { evaluateText } from "./textEvaluate.ts";
+
+/** One epoch of training: shuffled batches, a step each, evaluation, the checkpoint. */
+
+/**
+ * The loss became NaN or infinite (or the gradient norm did): the run stops before applying
+ * that update; the last checkpoint on disk (end of the previous epoch) is left intact. An
+ * InputError (the usual cause is a setting such as the learning rate, or bad data), so the CLI
+ * prints it as one line with exit code 2.
+ */
+export class TrainingDiverged extends InputError {
+  override name = "TrainingDiverged";
+  constructor(
+    message: string,
+    /** 1-based epoch and global step (1-based) at which it happened. */
+    readonly epoch: number,
+    readonly step: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Where an epoch reports: the progress display and the metrics.jsonl record writer. */
+export interface EpochOutput {
+  progress: ProgressReporter;
+  /** Appends one metrics.jsonl record (a no-op without an output folder). */
+  record: (r: object) => void;
+  /** Examples per evaluation forward pass (default: the evaluator's). */
+  evalBatchSize?: number;
+}
+
+/** What one epoch did. */
+export interface EpochResult {
+  /** The epoch's summary, as appended to state.history. */
+  summary: TrainState["history"][number];
+  /** Training examples seen and training seconds (steps only). */
+  seen: number;
+  seconds: number;
+  /** Test accuracy and cross-entropy (NaN without a test split). */
+  testAccuracy: number;
+  testCrossEntropy: number;
+}
+
+function mean(sum: number, n: number): number {
+  return n > 0 ? sum / n : NaN;
+}
+
+/**
+ * Runs epoch `epoch` of a run: a permutation of the training split from the shuffling stream
+ * `rng`, batches of state.batchSize (the last one smaller), one {@link trainStep} each (with
+ * the scheduled learning rate), then evaluation on the test split, the epoch's summary in
+ * state.history, and a checkpoint in run.out. Advances run.state (step, epoch, RNG state,
+ * training seconds).
+ *
+ * @throws TrainingDiverged on a non-finite loss or gradient norm (before that update) or test
+ *   cross-entropy (before saving); the previous checkpoint stays intact.
+ */
+export async function trainEpoch(
+  run: TrainingRun,
+  epoch: number,
+  rng: SeededRng,
+  output: EpochOutput,
+): Promise<EpochResult> {
+  const { model, optimizer, dataset, state, out } = run;
+  const { progress, record } = output;
+  const jasmin = state.jasmin as JasminSettings;
+  const steps = batchCount(state.data.trainCount, state.batchSize);
+  const order = shuffledOrder(dataset.train.count, rng);
+  progress.startEpoch(epoch, state.epochs, steps);
+  const epochStart = performance.now();
+  let epochSeconds = 0;
+  let seen = 0;
+  let done = 0;
+  const sums = { loss: 0, ce: 0, jasmin: 0, sigma: 0, correct: 0 };
+  let lr = 0;
+  const epochBatches: Iterable<Batch | TextBatch> = isText(dataset)
+    ? textBatches(dataset.train, order, state.batchSize)
+    : batches(dataset.train, order, state.batchSize);
+  for (const batch of epochBatches) {
+    lr = learningRateAt(state.step, state.optimizer);
+    const t0 = performance.now();
+    const m = tf.tidy(() => {
+      const y = tf.tensor1d(batch.labels, "int32");
+      if ("ids" in batch) {
+        const { ids, mask } = textBatchTensors(batch);
+        return trainStep(model, optimizer, ids, y, {
+          lr,
+          clip: state.optimizer.clip,
+          jasmin,
+          mask,
+        });
+      }
+      const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
+      return trainStep(model, optimizer, x, y, { lr, clip: state.optimizer.clip, jasmin });
+    });
+    const dt = (performance.now() - t0) / 1000;
+    if (!m.finite) {
+      const what = Number.isFinite(m.loss)
+        ? `the gradient norm is ${m.gradNorm}`
+        : `the loss is ${m.loss}`;
+      const kept =
+        out === null
+          ? "no checkpoint was written (no output folder)"
+          : state.epoch > 0
+            ? `the checkpoint of epoch ${state.epoch} in ${out} is intact`
+            : `no checkpoint had been written yet`;
+      throw new TrainingDiverged(
+        `training diverged at epoch ${epoch}, step ${state.step + 1}: ${what} ` +
+          `(cross-entropy ${m.crossEntropy}, jasmin ${m.jasmin}, lr ${lr.toPrecision(3)}); ${kept}; ` +
+          `try a lower --lr, --clip or --jasmin, or check the data for NaN`,
+        epoch,
+        state.step + 1,
+      );
+    }
+    epochSeconds += dt;
+    state.step++;
+    done++;
+    seen += batch.size;
+    sums.loss += m.loss * batch.size;
+    sums.ce += m.crossEntropy * batch.size;
+    sums.jasmin += m.jasmin * batch.size;
+    sums.sigma += m.meanSigma * batch.size;
+    sums.correct += m.correct;
+    record({
+      type: "step",
+      epoch,
+      step: state.step,
+      loss: m.loss,
+      crossEntropy: m.crossEntropy,
+      jasmin: m.jasmin,
+      accuracy: sums.correct / seen,
+      meanSigma: m.meanSigma,
+      gradNorm: m.gradNorm,
+      lr,
+      time: state.trainSeconds + epochSeconds,
+    });
+    progress.update(done, {
+      loss: sums.loss / seen,
+      accuracy: sums.correct / seen,
+      imagesPerSecond: seen / epochSeconds,
+    });
+  }
+  progress.endEpoch();
+  state.trainSeconds += epochSeconds;
+  const evalOptions = { batchSize: output.evalBatchSize };
+  const test =
+    dataset.test.count === 0
+      ? null
+      : isText(dataset)
+        ? evaluateText(model, dataset.test, evalOptions)
+        : evaluate(model, dataset.test, evalOptions);
+  // Finite training steps can still leave weights whose test logits overflow (a huge
+  // learning rate): stop before saving them, keeping the previous epoch's checkpoint.
+  if (test !== null && !Number.isFinite(test.crossEntropy))
+    throw new TrainingDiverged(
+      `training diverged in epoch ${epoch}: the test cross-entropy is ${test.crossEntropy} (the model's outputs overflow; ` +
+        `try a lower --lr); ${out !== null && state.epoch > 0 ? `the checkpoint of epoch ${state.epoch} in ${out} is intact` : "nothing was saved for this epoch"}`,
+      epoch,
+      state.step,
+    );
+  const summary = {
+    epoch,
+    step: state.step,
+    testAccuracy: test?.accuracy ?? null,
+    testCrossEntropy: test?.crossEntropy ?? null,
+    trainLoss: mean(sums.loss, seen),
+    trainAccuracy: mean(sums.correct, seen),
+    meanSigma: mean(sums.sigma, seen),
+    seconds: epochSeconds,
+  };
+  state.history.push(summary);
+  state.epoch = epoch;
+  state.rng.shuffle = rng.state;
+  record({
+    type: "epoch",
+    epoch,
+    step: state.step,
+    loss: summary.trainLoss,
+    crossEntropy: mean(sums.ce, seen),
+    jasmin: mean(sums.jasmin, seen),
+    accuracy: summary.trainAccuracy,
+    testAccuracy: summary.testAccuracy,
+    testCrossEntropy: summary.testCrossEntropy,
+    meanSigma: summary.meanSigma,
+    lr,
+    time: state.trainSeconds,
+  });
+  if (out !== null)
+    await saveCheckpoint(out, {
+      model,
+      optimizer,
+      state,
+      tokenizer: isText(dataset) ? dataset.tokenizer : null,
+    });
+  const testText =
+    test === null
+      ? "no test set"
+      : `test accuracy ${(100 * test.accuracy).toFixed(2)}%, test cross-entropy ${test.crossEntropy.toFixed(4)}`;
+  progress.log(
+    `epoch ${epoch}/${state.epochs}: ${testText}, train loss ${summary.trainLoss.toFixed(4)}, ` +
+      `train accuracy ${(100 * summary.trainAccuracy).toFixed(2)}%, mean sigma ${summary.meanSigma.toFixed(4)}, ` +
+      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} img/s), ` +
+      `${((performance.now() - epochStart) / 1000).toFixed(1)} s with evaluation${out !== null ? ", checkpoint saved" : ""}`,
+  );
+  return {
+    summary,
+    seen,
+    seconds: epochSeconds,
+    testAccuracy: test?.accuracy ?? NaN,
+    testCrossEntropy: test?.crossEntropy ?? NaN,
+  };
+}
