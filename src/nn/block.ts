@@ -3,7 +3,7 @@ import { multiHeadAttention, type AttentionParams } from "./attention.ts";
 import { layerNorm } from "./layerNorm.ts";
 import { mlp, type MlpParams } from "./mlp.ts";
 import type { ParamStore } from "./params.ts";
-import type { BlockTrace } from "./trace.ts";
+import type { BlockTrace, TracedLayer } from "./trace.ts";
 
 /** Shape settings a block needs (a subset of the model config). */
 export interface BlockConfig {
@@ -89,10 +89,76 @@ export interface BlockOptions {
   allowed?: tf.Tensor | null;
   /** Apply dropout (rate cfg.dropout) to each sub-layer output. */
   training?: boolean;
+  /** The block's name in the trace and the prefix of its parameter names (default "blocks.0"). */
+  name?: string;
 }
 
-/** A block's output [b, n, d] with everything the trace records. */
-export type BlockResult = { out: tf.Tensor; trace: BlockTrace };
+/**
+ * A block's output [b, n, d] with everything the trace records: `trace`, a view of its tensors,
+ * and `layer`, the same tensors as one traced composite (src/nn/trace.ts).
+ */
+export type BlockResult = { out: tf.Tensor; trace: BlockTrace; layer: TracedLayer };
+
+/**
+ * The traced layer of a block from its tensors: a "sequence" of residual branches and
+ * LayerNorms in forward order. Pre-LN: [residual [ln1, attn], residual [ln2, mlp]]; post-LN:
+ * [residual [attn], ln1, residual [mlp], ln2] (docs/math.md section 3). Parameter names are
+ * `${name}.ln1.gamma` etc. (Q/K/V biases named whether or not the weights hold them).
+ *
+ * @example blockLayer("blocks.0", cfg, r.trace).children?.length // 2 (pre-LN) or 4 (post-LN)
+ */
+export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): TracedLayer {
+  const ln = (which: "ln1" | "ln2", input: tf.Tensor): TracedLayer => ({
+    kind: "layerNorm",
+    name: `${name}.${which}`,
+    input,
+    params: { gamma: `${name}.${which}.gamma`, beta: `${name}.${which}.beta` },
+    settings: { eps: cfg.lnEps },
+  });
+  const attnParams: Record<string, string> = {};
+  for (const role of ["wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"])
+    attnParams[role] = `${name}.attn.${role}`;
+  const attn: TracedLayer = {
+    kind: "attention",
+    name: `${name}.attn`,
+    input: t.attnInput,
+    params: attnParams,
+    extras: { ...t.attn },
+    settings: { heads: cfg.heads },
+  };
+  const mlpLayer: TracedLayer = {
+    kind: "mlp",
+    name: `${name}.mlp`,
+    input: t.mlpInput,
+    params: {
+      w1: `${name}.mlp.w1`,
+      b1: `${name}.mlp.b1`,
+      w2: `${name}.mlp.w2`,
+      b2: `${name}.mlp.b2`,
+    },
+    extras: { pre: t.mlpPre },
+  };
+  const residual = (which: string, input: tf.Tensor, children: TracedLayer[]): TracedLayer => ({
+    kind: "residual",
+    name: `${name}.${which}`,
+    input,
+    params: {},
+    children,
+  });
+  const children =
+    cfg.norm === "pre"
+      ? [
+          residual("attnResidual", t.input, [ln("ln1", t.ln1Input), attn]),
+          residual("mlpResidual", t.ln2Input, [ln("ln2", t.ln2Input), mlpLayer]),
+        ]
+      : [
+          residual("attnResidual", t.input, [attn]),
+          ln("ln1", t.ln1Input),
+          residual("mlpResidual", t.mlpInput, [mlpLayer]),
+          ln("ln2", t.ln2Input),
+        ];
+  return { kind: "sequence", name, input: t.input, params: {}, children };
+}
 
 /**
  * One transformer block. Pre-LN (Xiong et al. 2020): y = x + attn(LN1(x)), out = y + mlp(LN2(y)).
@@ -100,8 +166,8 @@ export type BlockResult = { out: tf.Tensor; trace: BlockTrace };
  * docs/math.md section 3 composes their bounds from the sub-layer inputs returned in `trace`.
  *
  * @param x float32 [b, n, d].
- * @returns out float32 [b, n, d] and the block's trace tensors (not kept: wrap in tidy and keep
- *   what you need).
+ * @returns out float32 [b, n, d], the block's trace tensors and its traced layer
+ *   ({@link blockLayer}; tensors not kept: wrap in tidy and keep what you need).
  * @throws RangeError on shape mismatches.
  */
 export function transformerBlock(
@@ -123,18 +189,16 @@ export function transformerBlock(
     const m = mlp(mlpInput, p.mlp);
     const out = tf.add(mid, drop(m.out));
     const { q, k, v, p: probs } = a;
-    return {
-      out,
-      trace: {
-        input: x,
-        ln1Input: x,
-        attnInput,
-        ln2Input: mid,
-        mlpInput,
-        mlpPre: m.h,
-        attn: { q, k, v, p: probs },
-      },
+    const trace: BlockTrace = {
+      input: x,
+      ln1Input: x,
+      attnInput,
+      ln2Input: mid,
+      mlpInput,
+      mlpPre: m.h,
+      attn: { q, k, v, p: probs },
     };
+    return { out, trace, layer: blockLayer(options.name ?? "blocks.0", cfg, trace) };
   }
   const a = multiHeadAttention(x, p.attn, cfg.heads, allowed);
   const ln1Input = tf.add(x, drop(a.out));
@@ -143,16 +207,14 @@ export function transformerBlock(
   const ln2Input = tf.add(mlpInput, drop(m.out));
   const out = ln2(ln2Input);
   const { q, k, v, p: probs } = a;
-  return {
-    out,
-    trace: {
-      input: x,
-      ln1Input,
-      attnInput: x,
-      ln2Input,
-      mlpInput,
-      mlpPre: m.h,
-      attn: { q, k, v, p: probs },
-    },
+  const trace: BlockTrace = {
+    input: x,
+    ln1Input,
+    attnInput: x,
+    ln2Input,
+    mlpInput,
+    mlpPre: m.h,
+    attn: { q, k, v, p: probs },
   };
+  return { out, trace, layer: blockLayer(options.name ?? "blocks.0", cfg, trace) };
 }

@@ -30,6 +30,7 @@ export { allowedKeys, maskOffset } from "./mask.ts";
 export { multiHeadAttention, type AttentionParams, type AttentionResult } from "./attention.ts";
 export {
   transformerBlock,
+  blockLayer,
   addBlockParams,
   blockParams,
   type BlockConfig,
@@ -41,6 +42,11 @@ export { embeddingLookup } from "./embedding.ts";
 export {
   disposeTrace,
   traceTensors,
+  eachLayer,
+  findLayer,
+  TRACE_NAMES,
+  type TracedLayer,
+  type LayerTrace,
   type ForwardTrace,
   type BlockTrace,
   type AttentionTrace,
@@ -48,10 +54,10 @@ export {
 export {
   TransformerClassifier,
   firstToken,
+  poolTokens,
   type ForwardOptions,
   type ForwardResult,
 } from "./model.ts";
 export { VisionTransformer } from "./vit.ts";
 export { TextClassifier } from "./textClassifier.ts";
 export { createModel, type Model } from "./create.ts";
-export * as reference64 from "./reference64.ts";

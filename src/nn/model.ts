@@ -5,11 +5,20 @@ import { layerNorm } from "./layerNorm.ts";
 import { linear } from "./linear.ts";
 import { allowedKeys } from "./mask.ts";
 import { ParamStore, type NamedArray } from "./params.ts";
-import { traceTensors, type BlockTrace, type ForwardTrace } from "./trace.ts";
+import {
+  TRACE_NAMES,
+  traceTensors,
+  type BlockTrace,
+  type ForwardTrace,
+  type TracedLayer,
+} from "./trace.ts";
 
 /** Options of a forward pass. */
 export interface ForwardOptions {
-  /** Return a {@link ForwardTrace} (its tensors are kept; free them with disposeTrace). */
+  /**
+   * Return a {@link ForwardTrace}: the list of traced layers (embedding, blocks, final norm,
+   * head) with the masks, and views of it; its tensors are kept (free them with disposeTrace).
+   */
   trace?: boolean;
   /** Padding mask [batch, n], 1 = real token (required shape; any numeric or bool dtype). */
   mask?: tf.Tensor | null;
@@ -75,8 +84,24 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
   /** Checks a sequence fed to {@link forwardFromEmbeddings}. @throws RangeError. */
   protected abstract checkSequence(seq: tf.Tensor): void;
 
-  /** Pools the final LayerNorm output [b, n, d] to [b, d]. */
-  protected abstract pool(final: tf.Tensor, mask: tf.Tensor | null): tf.Tensor;
+  /** How the final LayerNorm output is pooled ({@link poolTokens}); "cls" unless the config says. */
+  protected get pooling(): "cls" | "mean" {
+    return "cls";
+  }
+
+  /** What the network's bounds are with respect to: "image" (ViT) or "embedding" (text). */
+  protected abstract get inputSpace(): "image" | "embedding";
+
+  /**
+   * The traced layer of the embedding (named {@link TRACE_NAMES}.embedding; its input is not
+   * kept): its kind and parameter names.
+   */
+  protected abstract embeddingLayer(): TracedLayer;
+
+  /** Pools the final LayerNorm output [b, n, d] to [b, d] ({@link poolTokens}). */
+  protected pool(final: tf.Tensor, mask: tf.Tensor | null): tf.Tensor {
+    return poolTokens(final, this.pooling, mask);
+  }
 
   /**
    * Full forward pass from the model's raw input (see the subclass for its shape).
@@ -125,12 +150,15 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
       const embedding = options.trace ? tf.clone(seq) : seq;
       let x = embedding;
       const blocks: BlockTrace[] = [];
+      const layers: TracedLayer[] = [this.embeddingLayer()];
       for (let i = 0; i < this.config.blocks; i++) {
         const r = transformerBlock(x, blockParams(this.params, i), this.blockConfig, {
           allowed,
           training: options.training,
+          name: TRACE_NAMES.block(i),
         });
         blocks.push(r.trace);
+        layers.push(r.layer);
         x = r.out;
       }
       const final = layerNorm(
@@ -142,7 +170,30 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
       const pooled = this.pool(final, maskF);
       const out = linear(pooled, this.params.get("head.w"), this.params.get("head.b"));
       if (options.trace) {
-        box.trace = { embedding, blocks, finalInput: x, mask: maskF };
+        layers.push(
+          {
+            kind: "finalNorm",
+            name: TRACE_NAMES.norm,
+            input: x,
+            params: { gamma: "norm.gamma", beta: "norm.beta" },
+            settings: { eps: this.config.lnEps, pooling: this.pooling },
+          },
+          {
+            kind: "linear",
+            name: TRACE_NAMES.head,
+            input: pooled,
+            params: { w: "head.w", b: "head.b" },
+          },
+        );
+        box.trace = {
+          layers,
+          mask: maskF,
+          allowed,
+          inputSpace: this.inputSpace,
+          embedding,
+          blocks,
+          finalInput: x,
+        };
         for (const t of traceTensors(box.trace)) tf.keep(t);
       }
       return out;
@@ -172,6 +223,30 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
   dispose(): void {
     this.params.dispose();
   }
+}
+
+/**
+ * Pooling of a final LayerNorm output: "cls" takes the first token ({@link firstToken}); "mean"
+ * averages over the real tokens of `mask` (all tokens when null; an example with no real token
+ * pools to 0).
+ *
+ * @param final float32 [b, n, d]. @param mask float32 [b, n] with 1 = real token, or null.
+ * @returns float32 [b, d].
+ * @example poolTokens(tf.ones([2, 3, 4]), "mean", null).shape // [2, 4]
+ */
+export function poolTokens(
+  final: tf.Tensor,
+  pooling: "cls" | "mean",
+  mask: tf.Tensor | null,
+): tf.Tensor {
+  if (pooling === "cls") return firstToken(final);
+  return tf.tidy(() => {
+    if (mask === null) return tf.mean(final, 1);
+    const [b, n] = mask.shape;
+    const summed = tf.sum(tf.mul(final, tf.reshape(mask, [b, n, 1])), 1);
+    const count = tf.maximum(tf.sum(mask, 1, true), 1);
+    return tf.div(summed, count);
+  });
 }
 
 /**

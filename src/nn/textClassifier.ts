@@ -1,12 +1,8 @@
 import { tf } from "../backend.ts";
 import { parseModelConfig, type ModelConfigInput, type TextConfig } from "./config.ts";
 import { embeddingLookup } from "./embedding.ts";
-import {
-  firstToken,
-  TransformerClassifier,
-  type ForwardOptions,
-  type ForwardResult,
-} from "./model.ts";
+import { TRACE_NAMES, type TracedLayer } from "./trace.ts";
+import { TransformerClassifier, type ForwardOptions, type ForwardResult } from "./model.ts";
 
 /**
  * Text classifier: token embeddings + learned position embeddings, transformer blocks with a
@@ -36,6 +32,19 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
 
   protected override get causal(): boolean {
     return this.config.causal;
+  }
+
+  protected override get pooling(): "cls" | "mean" {
+    return this.config.pooling;
+  }
+
+  protected get inputSpace(): "embedding" {
+    return "embedding";
+  }
+
+  /** The embedded sequence is the bounds' input: an identity factor ("tokenEmbedding"). */
+  protected embeddingLayer(): TracedLayer {
+    return { kind: "tokenEmbedding", name: TRACE_NAMES.embedding, input: null, params: {} };
   }
 
   /**
@@ -90,16 +99,5 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
       throw new RangeError(
         `text: sequence must be [batch, n <= ${maxLength}, ${dModel}], got [${seq.shape.join(", ")}]`,
       );
-  }
-
-  protected pool(final: tf.Tensor, mask: tf.Tensor | null): tf.Tensor {
-    if (this.config.pooling === "cls") return firstToken(final);
-    return tf.tidy(() => {
-      if (mask === null) return tf.mean(final, 1);
-      const [b, n] = mask.shape;
-      const summed = tf.sum(tf.mul(final, tf.reshape(mask, [b, n, 1])), 1);
-      const count = tf.maximum(tf.sum(mask, 1, true), 1);
-      return tf.div(summed, count);
-    });
   }
 }

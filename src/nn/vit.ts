@@ -1,7 +1,8 @@
 import { tf } from "../backend.ts";
 import { parseModelConfig, type ModelConfigInput, type VitConfig } from "./config.ts";
 import { linear } from "./linear.ts";
-import { firstToken, TransformerClassifier } from "./model.ts";
+import { TransformerClassifier } from "./model.ts";
+import { TRACE_NAMES, type TracedLayer } from "./trace.ts";
 
 /**
  * Vision transformer (Dosovitskiy et al. 2021): non-overlapping patches, linear patch
@@ -99,7 +100,17 @@ export class VisionTransformer extends TransformerClassifier<VitConfig> {
       );
   }
 
-  protected pool(final: tf.Tensor): tf.Tensor {
-    return firstToken(final);
+  protected get inputSpace(): "image" {
+    return "image";
+  }
+
+  /** The patch embedding ("patchEmbedding", parameters patch.w and patch.b). */
+  protected embeddingLayer(): TracedLayer {
+    return {
+      kind: "patchEmbedding",
+      name: TRACE_NAMES.embedding,
+      input: null,
+      params: { w: "patch.w", b: "patch.b" },
+    };
   }
 }

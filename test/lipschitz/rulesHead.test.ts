@@ -16,7 +16,7 @@ import {
   symMaxEigenvalue,
   gramCols,
 } from "../../src/lipschitz/linalg.ts";
-import { attention64 } from "../../src/nn/reference64.ts";
+import { attention64 } from "../helpers/reference64.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 import {
   fdJacobian,

@@ -1,6 +1,6 @@
 // LayerNorm, MLP, multi-head attention layer, residual and block rules (docs/math.md section 3)
-// against dense finite-difference Jacobians of the float64 reference (src/nn/reference64.ts),
-// and the rule table.
+// against dense finite-difference Jacobians of the float64 reference (test/helpers/reference64.ts),
+// and the layer table.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
@@ -13,9 +13,9 @@ import { attentionLayerBound } from "../../src/lipschitz/rules/attentionLayer.ts
 import { blockBound, residualBound } from "../../src/lipschitz/rules/block.ts";
 import { layerNormBound } from "../../src/lipschitz/rules/layerNorm.ts";
 import { mlpBound } from "../../src/lipschitz/rules/mlp.ts";
-import { LAYER_KINDS, RULES, ruleFor } from "../../src/lipschitz/rules/table.ts";
+import { layerKind, layerKinds } from "../../src/lipschitz/layers/registry.ts";
 import { modelWeightNorms, type Weights } from "../../src/lipschitz/rules/weightNorms.ts";
-import { attention64, block64, layerNorm64, mlp64 } from "../../src/nn/reference64.ts";
+import { attention64, block64, layerNorm64, mlp64 } from "../helpers/reference64.ts";
 import type { ModelConfig } from "../../src/nn/config.ts";
 import {
   fdJacobian,
@@ -266,25 +266,26 @@ test("residual rule is 1 + L and rejects negative or NaN bounds", () => {
   assert.throws(() => attentionLayerBound([], 1), /no heads/);
 });
 
-test("ruleFor: every kind has a rule; an unknown kind throws naming it and listing the known kinds", () => {
+test("layerKind: every built-in kind has a record with a rule and a forward; an unknown kind throws naming it and listing the known kinds", () => {
   for (const kind of [
     "attention",
     "layerNorm",
     "mlp",
     "residual",
-    "block",
+    "sequence",
     "patchEmbedding",
     "tokenEmbedding",
     "finalNorm",
-    "head",
-    "attentionHead",
-  ])
-    assert.equal(typeof ruleFor(kind), "function", kind);
-  assert.equal(ruleFor("layerNorm"), RULES.layerNorm);
+    "linear",
+  ]) {
+    assert.equal(typeof layerKind(kind).rule, "function", kind);
+    assert.equal(typeof layerKind(kind).forward, "function", kind);
+    assert.equal(layerKind(kind).kind, kind);
+  }
   assert.throws(
-    () => ruleFor("unknown"),
+    () => layerKind("unknown"),
     (e: Error) =>
-      e.message.includes('"unknown"') && LAYER_KINDS.every((k) => e.message.includes(k)),
+      e.message.includes('"unknown"') && layerKinds().every((k) => e.message.includes(k)),
   );
-  assert.throws(() => ruleFor("toString"), /known kinds/);
+  assert.throws(() => layerKind("toString"), /known kinds/);
 });

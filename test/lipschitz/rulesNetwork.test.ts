@@ -1,11 +1,11 @@
 // The walker networkBounds over traced tfjs forward passes of small ViT and text models, against
-// dense input Jacobians of the float64 reference logits (src/nn/reference64.ts).
+// dense input Jacobians of the float64 reference logits (test/helpers/reference64.ts).
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { tf, useBackend } from "../../src/backend.ts";
 import { createModel, disposeTrace, type Model } from "../../src/nn/index.ts";
 import type { TextConfig, VitConfig } from "../../src/nn/config.ts";
-import { block64, encoderHead64, vitForward64 } from "../../src/nn/reference64.ts";
+import { block64, encoderHead64, vitForward64 } from "../helpers/reference64.ts";
 import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
 import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
 import {

@@ -10,10 +10,10 @@ import {
   GELU_DERIVATIVE_MAX,
   layerNorm,
   multiHeadAttention,
-  reference64,
   type AttentionParams,
   type NamedArray,
 } from "../../src/nn/index.ts";
+import * as reference64 from "../helpers/reference64.ts";
 import { allFinite, relError, uniform } from "./helpers.ts";
 
 await useBackend("wasm");

@@ -5,7 +5,6 @@ import {
   createModel,
   disposeTrace,
   modelPreset,
-  reference64,
   TextClassifier,
   VisionTransformer,
   type ModelConfigInput,
@@ -13,6 +12,7 @@ import {
   type TransformerClassifier,
   type VitConfig,
 } from "../../src/nn/index.ts";
+import * as reference64 from "../helpers/reference64.ts";
 import { allFinite, randomInts, randomizeWeights, relError, uniform } from "./helpers.ts";
 
 await useBackend("wasm");

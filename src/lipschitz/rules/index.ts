@@ -20,10 +20,10 @@ export { mlpBound, type MlpBound } from "./mlp.ts";
 export { residualBound, blockBound, type BlockParts } from "./block.ts";
 export { patchEmbeddingBound, tokenEmbeddingBound } from "./embedding.ts";
 export { finalNormBound, headBound } from "./output.ts";
-export { RULES, LAYER_KINDS, ruleFor, type LayerKind } from "./table.ts";
 export {
   modelWeightNorms,
   headWeights,
+  headWeightsFrom,
   type Weights,
   type NormShape,
   type ModelWeightNorms,
@@ -39,3 +39,4 @@ export {
   matMul,
   congruence,
 } from "../linalg.ts";
+export * from "../layers/index.ts";

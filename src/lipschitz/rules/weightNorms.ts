@@ -53,6 +53,7 @@ function get(weights: Weights, name: string): NamedArray {
  * blocks.i.attn.{wq,wk,wv} [d, d] and the same entries of the optional biases.
  *
  * @throws Error naming a missing weight; RangeError on a wrong shape.
+ * @example headWeights(model.getWeights(), 0, 1, 2).dk // d / 2
  */
 export function headWeights(
   weights: Weights,
@@ -61,11 +62,46 @@ export function headWeights(
   heads: number,
 ): HeadWeights {
   const pre = `blocks.${block}.attn`;
-  const wq = get(weights, `${pre}.wq`);
-  const d = wq.shape[0];
-  if (wq.shape.length !== 2 || wq.shape[1] !== d || d % heads !== 0)
+  return headWeightsFrom(
+    {
+      wq: get(weights, `${pre}.wq`),
+      wk: get(weights, `${pre}.wk`),
+      wv: get(weights, `${pre}.wv`),
+      bq: weights.get(`${pre}.bq`),
+      bk: weights.get(`${pre}.bk`),
+      bv: weights.get(`${pre}.bv`),
+    },
+    head,
+    heads,
+    `${pre}.wq`,
+  );
+}
+
+/**
+ * One head's weights from an attention layer's W_Q, W_K, W_V [d, d] and optional biases [d]
+ * (docs/math.md section 2): columns h*d_k .. (h+1)*d_k - 1, as float64.
+ *
+ * @param label names W_Q in errors.
+ * @throws RangeError when W_Q is not [d, d] with d divisible by heads.
+ * @example headWeightsFrom({ wq, wk, wv }, 0, 1, "wq").d // wq.shape[0]
+ */
+export function headWeightsFrom(
+  p: {
+    wq: NamedArray;
+    wk: NamedArray;
+    wv: NamedArray;
+    bq?: NamedArray;
+    bk?: NamedArray;
+    bv?: NamedArray;
+  },
+  head: number,
+  heads: number,
+  label = "wq",
+): HeadWeights {
+  const d = p.wq.shape[0];
+  if (p.wq.shape.length !== 2 || p.wq.shape[1] !== d || d % heads !== 0)
     throw new RangeError(
-      `${pre}.wq: expected [d, d] with d divisible by ${heads}, got [${wq.shape.join(", ")}]`,
+      `${label}: expected [d, d] with d divisible by ${heads}, got [${p.wq.shape.join(", ")}]`,
     );
   const dk = d / heads;
   const cols = (m: NamedArray) => {
@@ -74,21 +110,17 @@ export function headWeights(
       for (let c = 0; c < dk; c++) out[i * dk + c] = m.data[i * d + head * dk + c];
     return out;
   };
-  const bias = (name: string) => {
-    const b = weights.get(`${pre}.${name}`);
-    return b === undefined
-      ? undefined
-      : Float64Array.from(b.data.subarray(head * dk, (head + 1) * dk));
-  };
+  const bias = (b: NamedArray | undefined) =>
+    b === undefined ? undefined : Float64Array.from(b.data.subarray(head * dk, (head + 1) * dk));
   return {
     d,
     dk,
-    wq: cols(wq),
-    wk: cols(get(weights, `${pre}.wk`)),
-    wv: cols(get(weights, `${pre}.wv`)),
-    bq: bias("bq"),
-    bk: bias("bk"),
-    bv: bias("bv"),
+    wq: cols(p.wq),
+    wk: cols(p.wk),
+    wv: cols(p.wv),
+    bq: bias(p.bq),
+    bk: bias(p.bk),
+    bv: bias(p.bv),
   };
 }
 

@@ -1,6 +1,6 @@
-import type { ModelConfig, TextConfig, VitConfig } from "./config.ts";
-import { gelu } from "./gelu.ts";
-import type { NamedArray } from "./params.ts";
+import type { ModelConfig, TextConfig, VitConfig } from "../../src/nn/config.ts";
+import { gelu } from "../../src/nn/gelu.ts";
+import type { NamedArray } from "../../src/nn/params.ts";
 
 /**
  * Float64 reference forward passes in plain TypeScript (no tfjs), from the weights

@@ -1,0 +1,143 @@
+import { multiHeadAttention } from "../../nn/attention.ts";
+import type { tf } from "../../backend.ts";
+import {
+  attentionHeadBounds,
+  headWeightNorms,
+  inputNorms,
+  type HeadNorms,
+  type VariantValues,
+} from "../rules/attentionHead.ts";
+import { attentionLayerBound } from "../rules/attentionLayer.ts";
+import { headWeightsFrom } from "../rules/weightNorms.ts";
+import { spectralNorm } from "../linalg.ts";
+import { extra, input, setting } from "./view.ts";
+import type { LayerKindSpec } from "./types.ts";
+
+/** Attention statistics of one head on one example, over its real, live query rows. */
+export interface AttentionStats {
+  /** Number of rows the statistics are over (real query rows with at least one allowed key). */
+  rows: number;
+  /** Mean and max of exact sigma(P_i). */
+  meanSigma: number;
+  maxSigma: number;
+  /** Mean of p_(1) and of the entropy of P_i (nats). */
+  meanTop: number;
+  meanEntropy: number;
+}
+
+/** One head on one example. */
+export interface HeadReport {
+  /** Bound per variant on the head's local Lipschitz constant. */
+  values: VariantValues;
+  stats: AttentionStats;
+}
+
+/** The `detail` of an attention layer's bound: its heads. */
+export interface AttentionDetail {
+  heads: HeadReport[];
+}
+
+/** Weight-only quantities of an attention layer: per head {@link HeadNorms}, and ||W_O||_2. */
+export interface AttentionPrepared {
+  heads: HeadNorms[];
+  wo: number;
+}
+
+/**
+ * Multi-head self-attention (src/nn/attention.ts). Roles wq, wk, wv, wo [d, d], bo [d], optional
+ * bq, bk, bv [d]; setting `heads`; extras q, k, v [b, H, n, d_k] and p [b, H, n, n].
+ * Rule (docs/math.md sections 2-3): every head variant of attentionHeadBounds at the layer's
+ * input, then ||W_O|| (sum_h L_h^2)^(1/2) per variant; `detail` holds each head's values and
+ * attention statistics over the real rows.
+ */
+export const attentionKind: LayerKindSpec<AttentionPrepared> = {
+  kind: "attention",
+  params: { required: ["wq", "wk", "wv", "wo", "bo"], optional: ["bq", "bk", "bv"] },
+  forward(x, ctx) {
+    const p = ctx.params;
+    const r = multiHeadAttention(
+      x,
+      { wq: p.wq, wk: p.wk, wv: p.wv, wo: p.wo, bo: p.bo, bq: p.bq, bk: p.bk, bv: p.bv },
+      setting(ctx.settings, "heads", "attention") as number,
+      ctx.allowed,
+    );
+    const extras: Record<string, tf.Tensor> = { q: r.q, k: r.k, v: r.v, p: r.p };
+    return { out: r.out, extras };
+  },
+  prepare(params, settings, name) {
+    const heads = setting(settings, "heads", name) as number;
+    const d = params.wq.shape[0];
+    const norms: HeadNorms[] = [];
+    const qkv = params as Parameters<typeof headWeightsFrom>[0];
+    for (let h = 0; h < heads; h++)
+      norms.push(headWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
+    return { heads: norms, wo: spectralNorm(params.wo.data, d, d) };
+  },
+  rule(layer) {
+    const x = input(layer);
+    const [n, d] = x.shape;
+    const q = extra(layer, "q");
+    const k = extra(layer, "k");
+    const v = extra(layer, "v");
+    const p = extra(layer, "p");
+    const H = layer.prepared.heads.length;
+    if (q.shape[0] !== H)
+      throw new RangeError(`${layer.name}: q has ${q.shape[0]} heads, the weights ${H}`);
+    const dk = q.shape[2];
+    const xNorms = inputNorms(x.data, n, d);
+    const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
+      a.subarray(h * size, (h + 1) * size);
+    const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {
+      const r = attentionHeadBounds(
+        {
+          n,
+          xNorms,
+          q: slice(q.data, h, n * dk),
+          k: slice(k.data, h, n * dk),
+          v: slice(v.data, h, n * dk),
+          p: slice(p.data, h, n * n),
+          allowed: layer.mask.allowed,
+        },
+        hn,
+      );
+      return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
+    });
+    const detail: AttentionDetail = { heads };
+    return {
+      value: attentionLayerBound(
+        heads.map((hr) => hr.values),
+        layer.prepared.wo,
+      ),
+      detail,
+    };
+  },
+};
+
+/**
+ * Mean/max sigma, mean p_(1) and mean entropy over the rows that are real (real[i] nonzero)
+ * and live (at least one allowed key). All zero when there is no such row.
+ *
+ * @param rows per-row values of one head [n] (headRowStats, docs/math.md section 1).
+ * @param real optional [n] mask of real query rows (default: all real).
+ * @example attentionStats(headRowStats(p, n), mask).meanSigma
+ */
+export function attentionStats(
+  rows: { live: Uint8Array; exact: Float64Array; top: Float64Array; entropy: Float64Array },
+  real?: ArrayLike<number | boolean>,
+): AttentionStats {
+  let count = 0;
+  let sum = 0;
+  let max = 0;
+  let top = 0;
+  let ent = 0;
+  for (let i = 0; i < rows.live.length; i++) {
+    if (!rows.live[i] || (real !== undefined && !real[i])) continue;
+    count++;
+    sum += rows.exact[i];
+    max = Math.max(max, rows.exact[i]);
+    top += rows.top[i];
+    ent += rows.entropy[i];
+  }
+  const c = Math.max(count, 1);
+  return { rows: count, meanSigma: sum / c, maxSigma: max, meanTop: top / c, meanEntropy: ent / c };
+}

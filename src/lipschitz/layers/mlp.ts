@@ -1,0 +1,61 @@
+import { mlp } from "../../nn/mlp.ts";
+import { spectralNorm } from "../linalg.ts";
+import { mlpBound } from "../rules/mlp.ts";
+import { extra } from "./view.ts";
+import type { LayerKindSpec } from "./types.ts";
+
+/** Weight-only quantities of an MLP: float64 W_1 [d, hidden], W_2 [hidden, d] and their norms. */
+export interface MlpPrepared {
+  d: number;
+  hidden: number;
+  w1: Float64Array;
+  w2: Float64Array;
+  w1Norm: number;
+  w2Norm: number;
+}
+
+/**
+ * Row-wise MLP act(x W_1 + b_1) W_2 + b_2 (src/nn/mlp.ts). Roles w1 [d, hidden], b1, w2
+ * [hidden, d], b2; extra `pre` = x W_1 + b_1 [b, n, hidden]. Rule (docs/math.md section 3):
+ * the exact local value max_row ||W_1 diag(act'(h_row)) W_2||, or the relaxed one when
+ * options.mlp is "relaxed"; one value for every variant; `detail` is the MlpBound.
+ */
+export const mlpKind: LayerKindSpec<MlpPrepared> = {
+  kind: "mlp",
+  params: { required: ["w1", "b1", "w2", "b2"] },
+  forward(x, ctx) {
+    const p = ctx.params;
+    const r = mlp(x, { w1: p.w1, b1: p.b1, w2: p.w2, b2: p.b2 });
+    return { out: r.out, extras: { pre: r.h } };
+  },
+  prepare(params, _settings, name) {
+    const { w1, w2 } = params;
+    const [d, hidden] = w1.shape;
+    if (w1.shape.length !== 2 || w2.shape[0] !== hidden || w2.shape[1] !== d)
+      throw new RangeError(`${name}: expected w1 [${d}, hidden] and w2 [hidden, ${d}]`);
+    return {
+      d,
+      hidden,
+      w1: Float64Array.from(w1.data),
+      w2: Float64Array.from(w2.data),
+      w1Norm: spectralNorm(w1.data, d, hidden),
+      w2Norm: spectralNorm(w2.data, hidden, d),
+    };
+  },
+  rule(layer) {
+    const pre = extra(layer, "pre");
+    const m = layer.prepared;
+    const local = layer.options.mlp === "local";
+    const r = mlpBound(
+      pre.data,
+      pre.shape[0],
+      m.d,
+      m.hidden,
+      m.w1,
+      m.w2,
+      { w1: m.w1Norm, w2: m.w2Norm },
+      { local },
+    );
+    return { value: local ? r.local : r.relaxed, detail: r };
+  },
+};

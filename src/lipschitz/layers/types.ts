@@ -1,0 +1,111 @@
+import type { tf } from "../../backend.ts";
+import type { NamedArray } from "../../nn/params.ts";
+import type { VariantValues } from "../rules/attentionHead.ts";
+
+/**
+ * The shape of a layer kind (docs/design.md, Add a layer kind / add a bound variant): one record
+ * per kind pairs its tfjs forward, its parameter roles, an optional float64 reference and its
+ * local Lipschitz rule, auto_LiRPA style. The registry (registry.ts) maps kind names to records;
+ * the driver (src/lipschitz/compose.ts) composes the rules over a traced layer list and knows no
+ * kind by name.
+ */
+
+/** Kind-specific settings of a layer (LayerNorm eps, heads, pooling). */
+export type LayerSettings = Readonly<Record<string, number | string | boolean>>;
+
+/** One example's slice of a traced tensor: the values (float32 or float64) and their shape. */
+export interface ExampleArray {
+  data: Float32Array | Float64Array;
+  /** The tensor's shape without the batch axis, e.g. [n, d]. */
+  shape: readonly number[];
+}
+
+/** Options every rule sees (networkBounds options). */
+export interface RuleOptions {
+  /** Which MLP value the blocks compose: "local" (exact, default) or "relaxed". */
+  mlp: "local" | "relaxed";
+}
+
+/**
+ * What a rule sees of one traced layer at one example: the one signature all rules share.
+ * Tensors are that example's slices; parameters are the model's weights by role.
+ */
+export interface LayerView<P = unknown> {
+  kind: string;
+  name: string;
+  /** This example's input (e.g. [n, d]); null when the trace did not keep it. */
+  input: ExampleArray | null;
+  /** The layer's parameters by role (roles absent from the weights are left out). */
+  params: Readonly<Record<string, NamedArray>>;
+  /** This example's kind-specific tensors (attention: q, k, v [H, n, d_k], p [H, n, n]). */
+  extras: Readonly<Record<string, ExampleArray>>;
+  settings: LayerSettings;
+  /**
+   * This example's masks: `real` [n] (nonzero = real token) and `allowed` [n, n] (row = query,
+   * nonzero = may attend); undefined when nothing is masked.
+   */
+  mask: { real?: Uint8Array; allowed?: Uint8Array };
+  /** What the kind's `prepare` computed from the parameters (cached per weights map and layer). */
+  prepared: P;
+  /** A composite's sub-layer bounds per variant, in forward order; empty for a leaf. */
+  children: readonly VariantValues[];
+  options: RuleOptions;
+}
+
+/**
+ * A rule's result: one value shared by every variant (layers without attention) or a value per
+ * variant (docs/math.md section 2), and kind-specific details for reports.
+ */
+export interface LayerBound {
+  value: number | VariantValues;
+  detail?: unknown;
+}
+
+/** What a kind's tfjs forward receives besides its input. */
+export interface ForwardContext {
+  /** Parameters by role (optional roles absent when the store lacks them). */
+  params: Readonly<Record<string, tf.Tensor>>;
+  settings: LayerSettings;
+  /** Attention mask broadcastable to [b, heads, n, n] (src/nn/mask.ts), or null. */
+  allowed: tf.Tensor | null;
+  /** Padding mask [b, n] (1 = real token), or null. */
+  mask: tf.Tensor | null;
+  /** A composite's sub-layers run in order on a tensor (identity for a leaf). */
+  inner: (x: tf.Tensor) => tf.Tensor;
+}
+
+/** A kind's tfjs output and the tensors its rule needs beyond its input (batch first). */
+export interface ForwardOutput {
+  out: tf.Tensor;
+  extras?: Record<string, tf.Tensor>;
+}
+
+/**
+ * One layer kind. `rule` is required; `forward` runs the kind in tfjs (src/lipschitz/layers/
+ * forward.ts); `reference64` is its float64 oracle for tests where one exists.
+ */
+export interface LayerKindSpec<P = unknown> {
+  /** The name traces use in `kind`. */
+  kind: string;
+  /** Parameter roles: required ones must be in the weights, optional ones may be missing. */
+  params: { required: readonly string[]; optional?: readonly string[] };
+  /** Whether entries of this kind hold sub-layers (residual branches, blocks). */
+  composite?: boolean;
+  /** The tfjs forward, input [b, ...] -> output [b, ...]. */
+  forward?: (x: tf.Tensor, ctx: ForwardContext) => ForwardOutput;
+  /** Float64 reference of one example (input shape without batch) -> output, row-major. */
+  reference64?: (
+    x: Float64Array,
+    shape: readonly number[],
+    params: Readonly<Record<string, NamedArray>>,
+    settings: LayerSettings,
+  ) => Float64Array;
+  /** Input-independent quantities from the parameters (norms, float64 copies), cached. */
+  prepare?: (
+    params: Readonly<Record<string, NamedArray>>,
+    settings: LayerSettings,
+    name: string,
+  ) => P;
+  /** The local Lipschitz rule (docs/math.md sections 2-3). */
+  rule: (layer: LayerView<P>) => LayerBound;
+}

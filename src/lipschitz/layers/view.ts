@@ -1,0 +1,57 @@
+import { HEAD_VARIANTS, type VariantValues } from "../rules/attentionHead.ts";
+import type { ExampleArray, LayerSettings, LayerView } from "./types.ts";
+
+/**
+ * Small helpers for rules: reading a traced layer's input, extras and settings with errors that
+ * name the layer, and building a value per variant.
+ */
+
+/**
+ * The layer's input at this example.
+ *
+ * @throws RangeError naming the layer when the trace did not keep its input.
+ * @example const [n, d] = input(layer).shape;
+ */
+export function input(layer: LayerView<unknown>): ExampleArray {
+  if (layer.input === null) throw new RangeError(`${layer.name}: the trace holds no input`);
+  return layer.input;
+}
+
+/**
+ * One of the layer's extra tensors at this example.
+ *
+ * @throws RangeError naming the layer and the missing tensor.
+ * @example extra(layer, "p").shape // [H, n, n]
+ */
+export function extra(layer: LayerView<unknown>, key: string): ExampleArray {
+  const a = layer.extras[key];
+  if (a === undefined) throw new RangeError(`${layer.name}: the trace holds no "${key}"`);
+  return a;
+}
+
+/**
+ * A setting of a layer.
+ *
+ * @throws RangeError naming the layer when the setting is missing.
+ * @example setting({ eps: 1e-5 }, "eps", "blocks.0.ln1") // 1e-5
+ */
+export function setting(
+  settings: LayerSettings,
+  key: string,
+  name: string,
+): number | string | boolean {
+  const v = settings[key];
+  if (v === undefined) throw new RangeError(`${name}: setting "${key}" is missing`);
+  return v;
+}
+
+/**
+ * A value per variant (docs/math.md section 2) from a function of the variant.
+ *
+ * @example perVariant(() => 1)["t3-exact"] // 1
+ */
+export function perVariant(fn: (name: (typeof HEAD_VARIANTS)[number]) => number): VariantValues {
+  const out = {} as VariantValues;
+  for (const name of HEAD_VARIANTS) out[name] = fn(name);
+  return out;
+}
