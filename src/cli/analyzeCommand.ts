@@ -1,3 +1,4 @@
+import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
@@ -60,7 +61,7 @@ export function analyzeCommand(): Command {
     .option("--seed <int>", "seed of --random-init and of the power iterations; also of the data split, except for a checkpoint on its own data, which is always analysed on its held-out split", "0")
     .option(
       "--data <spec>",
-      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]",
+      `${specForms()}; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]`,
     )
     .option("--text-column <name>", "text data files: the column / key of the text [the checkpoint's, else text]")
     .option("--label-column <name>", "text data files: the column / key of the label [the checkpoint's, else label]")

@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import { z } from "zod";
 import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
-import { parseDataSpec } from "../data/dataset.ts";
+import { specForms, specTask } from "../data/sources/index.ts";
 import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
@@ -104,14 +104,7 @@ const TrainFlagsSchema = z.object({
   data: z
     .string()
     .superRefine((s, ctx) => {
-      try {
-        if (!isTextDataSpec(s)) parseDataSpec(s);
-      } catch {
-        ctx.addIssue({
-          code: "custom",
-          message: "expected mnist, idx:DIR or cifar10:DIR (images), or spam, csv:FILE or jsonl:FILE (text)",
-        });
-      }
+      if (specTask(s) === null) ctx.addIssue({ code: "custom", message: `expected ${specForms()}` });
     })
     .optional(),
   textColumn: z.string().min(1, "must not be empty").optional(),
@@ -192,7 +185,7 @@ export function trainCommand(): Command {
     )
     .option(
       "--data <spec>",
-      "mnist (embedded 10,000 digits), idx:DIR (MNIST-style IDX files), cifar10:DIR (binary batches), spam (the embedded SpamAssassin corpus), csv:FILE or jsonl:FILE (text) [mnist]",
+      `${specForms(undefined, true)} [mnist]`,
     )
     .option("--text-column <name>", "csv/jsonl: the column / key holding the text [text]")
     .option("--label-column <name>", "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]")

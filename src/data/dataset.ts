@@ -1,7 +1,5 @@
 import { InputError } from "../softmax/parse.ts";
-import { loadCifar10Dataset } from "./cifar10.ts";
-import { loadIdxDataset } from "./idx.ts";
-import { loadEmbeddedMnist } from "./mnist.ts";
+import { parseSpec, type ImageSource } from "./sources/index.ts";
 
 /**
  * A common view of the image-classification data sets (embedded MNIST, IDX folders, CIFAR-10
@@ -30,14 +28,13 @@ export interface ImageSplit {
 export interface ImageDataset {
   /** The spec it was loaded from, normalised ("mnist", "idx:DIR", "cifar10:DIR"). */
   spec: string;
-  /** Number of classes (10 for every supported set). */
+  /** Number of classes (from the source: 10 for MNIST and CIFAR-10; IDX: the largest label + 1). */
   classes: number;
+  /** The valid pixel range [low, high] ([0, 1] for every built-in source). */
+  range: readonly [number, number];
   train: ImageSplit;
   test: ImageSplit;
 }
-
-/** A parsed data spec. */
-export type DataSpec = { kind: "mnist" } | { kind: "idx"; dir: string } | { kind: "cifar10"; dir: string };
 
 /** Options of {@link loadDataset}. */
 export interface LoadDatasetOptions {
@@ -55,22 +52,13 @@ export function imageSize(split: Pick<ImageSplit, "shape">): number {
 }
 
 /**
- * Parses `mnist`, `idx:DIR` or `cifar10:DIR`.
+ * Checks an image data spec against the registered sources (data/registry.ts).
  *
- * @throws InputError naming the spec and the accepted forms.
+ * @returns the normalised spec ("mnist", "idx:DIR", ...).
+ * @throws InputError naming the spec and listing the accepted image forms.
  */
-export function parseDataSpec(spec: string): DataSpec {
-  if (spec === "mnist") return { kind: "mnist" };
-  const m = /^(idx|cifar10):(.+)$/.exec(spec);
-  if (m !== null) return { kind: m[1] as "idx" | "cifar10", dir: m[2] };
-  throw new InputError(
-    `data: expected "mnist", "idx:DIR" or "cifar10:DIR", got "${spec}"`,
-  );
-}
-
-/** The normalised string of a parsed spec. */
-export function formatDataSpec(spec: DataSpec): string {
-  return spec.kind === "mnist" ? "mnist" : `${spec.kind}:${spec.dir}`;
+export function parseDataSpec(spec: string): string {
+  return parseSpec(spec, "image").spec;
 }
 
 function checkLimit(name: string, value: number | undefined): void {
@@ -96,7 +84,7 @@ export function takeFirst(split: ImageSplit, n: number): ImageSplit {
 }
 
 /**
- * Loads a data set as a common {@link ImageDataset} view.
+ * Loads an image data set through its registered source (data/sources/):
  *
  * - `mnist`: the 10,000 embedded digits, split by seed (loadEmbeddedMnist): trainSize =
  *   min(limit, 8000) (default 8000), testSize = min(testLimit, 2000) (default 2000); images
@@ -104,40 +92,23 @@ export function takeFirst(split: ImageSplit, n: number): ImageSplit {
  * - `idx:DIR`: MNIST-style IDX files in DIR (loadIdxDataset); images [h, w, 1].
  * - `cifar10:DIR`: CIFAR-10 binary batches in DIR (loadCifar10Dataset); images [32, 32, 3] HWC.
  *
- * For files, `limit` / `testLimit` keep the first examples of each split.
+ * For files, `limit` / `testLimit` keep the first examples of each split. The number of
+ * classes and the pixel range come from the source.
  *
  * @throws InputError on a bad spec or limit, or (IdxError, Cifar10Error are InputErrors) on a
  *   missing or malformed file; RangeError from loadEmbeddedMnist on an invalid seed.
+ * @example const d = await loadDataset("mnist", { seed: 0, limit: 512 }); // d.train.count === 512
  */
 export async function loadDataset(spec: string, options: LoadDatasetOptions = {}): Promise<ImageDataset> {
-  const parsed = parseDataSpec(spec);
+  const parsed = parseSpec(spec, "image");
   checkLimit("limit", options.limit);
   checkLimit("test limit", options.testLimit);
-  let train: ImageSplit;
-  let test: ImageSplit;
-  if (parsed.kind === "mnist") {
-    const trainSize = Math.min(options.limit ?? 8000, 8000);
-    const testSize = Math.min(options.testLimit ?? 2000, 2000);
-    const sets = loadEmbeddedMnist({ seed: options.seed ?? 0, trainSize, testSize });
-    train = { ...sets.train, shape: [28, 28, 1] };
-    test = { ...sets.test, shape: [28, 28, 1] };
-  } else if (parsed.kind === "idx") {
-    const sets = await loadIdxDataset(parsed.dir);
-    train = { ...pick(sets.train, 0), shape: [sets.train.height, sets.train.width, 1] };
-    test = { ...pick(sets.test, sets.train.count), shape: [sets.test.height, sets.test.width, 1] };
-  } else {
-    const sets = await loadCifar10Dataset(parsed.dir);
-    train = { ...pick(sets.train, 0), shape: [32, 32, 3] };
-    test = { ...pick(sets.test, sets.train.count), shape: [32, 32, 3] };
-  }
+  const source = parsed.source as ImageSource;
+  const data = await source.load(parsed.arg, { seed: options.seed ?? 0, limit: options.limit, testLimit: options.testLimit });
+  let { train, test } = data;
   if (options.limit !== undefined) train = takeFirst(train, options.limit);
   if (options.testLimit !== undefined) test = takeFirst(test, options.testLimit);
-  return { spec: formatDataSpec(parsed), classes: 10, train, test };
-}
-
-/** A file split's arrays, its indices numbered from `offset` (the test file follows the training file). */
-function pick(s: { images: Float32Array; labels: Int32Array; count: number }, offset: number) {
-  return { images: s.images, labels: s.labels, count: s.count, indices: Int32Array.from({ length: s.count }, (_, i) => offset + i) };
+  return { spec: parsed.spec, classes: data.classes, range: data.range, train, test };
 }
 
 /**

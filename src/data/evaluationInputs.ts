@@ -1,16 +1,9 @@
 import { InputError } from "../softmax/parse.ts";
-import {
-  formatDataSpec,
-  loadDataset,
-  parseDataSpec,
-  takeFirst,
-  type ImageSplit,
-} from "./dataset.ts";
+import { loadDataset, takeFirst, type ImageSplit } from "./dataset.ts";
 import { checkHeldOut, describeSplit, indexDigest, type EvaluationSplit } from "./heldOut.ts";
+import { parseSpec } from "./sources/index.ts";
 import {
-  isTextDataSpec,
   loadTextDataset,
-  parseTextDataSpec,
   takeFirstText,
   type LoadTextDatasetOptions,
   type TextSplit,
@@ -73,9 +66,7 @@ function sameData(spec: string, trained: TrainedData | null): boolean {
   if (trained === null) return false;
   const norm = (s: string) => {
     try {
-      return isTextDataSpec(s)
-        ? JSON.stringify(parseTextDataSpec(s))
-        : formatDataSpec(parseDataSpec(s));
+      return parseSpec(s).spec;
     } catch {
       return s;
     }

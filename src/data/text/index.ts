@@ -4,3 +4,4 @@ export * from "./decode.ts";
 export * from "./files.ts";
 export * from "./tokenizer.ts";
 export * from "./dataset.ts";
+export * from "./spamCorpus.ts";
