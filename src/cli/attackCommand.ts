@@ -4,6 +4,8 @@ import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
 import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
+import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
+import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
 import { UsageError } from "./errors.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
@@ -51,11 +53,48 @@ export const MAX_EPS_LINF = 1;
 /** Largest l_2 radius accepted at parse time: sqrt(28 * 28), the diagonal of [0, 1]^784 (MNIST). */
 export const MAX_EPS_L2 = 28;
 
-/** Default radii when --eps is not given. */
-export const DEFAULT_EPS: Record<"linf" | "l2", number[]> = {
-  linf: [0, 0.05, 0.1, 0.2],
-  l2: [0, 0.5, 1, 2],
-};
+/** Default radii for images when --eps is not given (ATTACK_DEFAULTS.eps.image). */
+export const DEFAULT_EPS: Readonly<Record<"linf" | "l2", readonly number[]>> = ATTACK_DEFAULTS.eps.image;
+
+/** The word for the default pair of attacks (ATTACK_DEFAULTS.attacks: fgsm and pgd). */
+const DEFAULT_SET = "both";
+
+/**
+ * What --attack accepts: a registered attack's name, several separated by commas, or "both"
+ * (the default attacks, fgsm and pgd). Read from the registry when called, so an attack
+ * registered later is a choice too.
+ *
+ * @example attackChoices() // ["pgd", "fgsm", "both"]
+ */
+export function attackChoices(): string[] {
+  return [...attackNames(), DEFAULT_SET];
+}
+
+/**
+ * The attacks an --attack value names, in the order given (duplicates dropped).
+ *
+ * @returns the registered names, or null when the value names something else.
+ * @example parseAttackList("pgd,fgsm") // ["pgd", "fgsm"]
+ */
+export function parseAttackList(value: string): string[] | null {
+  const known = attackNames();
+  const names = value.split(",").map((t) => t.trim());
+  const out: string[] = [];
+  for (const name of names) {
+    if (name === DEFAULT_SET) out.push(...ATTACK_DEFAULTS.attacks);
+    else if (known.includes(name)) out.push(name);
+    else return null;
+  }
+  return [...new Set(out)];
+}
+
+/** "a, b or c". */
+const orList = (items: string[]) =>
+  items.length <= 1 ? items.join("") : `${items.slice(0, -1).join(", ")} or ${items.at(-1)}`;
+
+/** The attacks that read a shared setting, for --help ("pgd"). */
+const usersOf = (setting: AttackSettingName) =>
+  attackNames().filter((a) => attackSpec(a).options[setting] !== undefined).join(", ") || "none";
 
 const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
 
@@ -112,7 +151,20 @@ const AttackFlagsSchema = z.object({
       .min(0, "must be >= 0")
       .max(0xffffffff, "must be < 2^32"),
   ).optional(),
-  attack: z.enum(["pgd", "fgsm", "both"], "expected pgd, fgsm or both").optional(),
+  attack: z
+    .string()
+    .transform((s, ctx) => {
+      const names = parseAttackList(s);
+      if (names === null) {
+        ctx.addIssue({
+          code: "custom",
+          message: `expected ${orList(attackChoices())} (or several names separated by commas)`,
+        });
+        return z.NEVER;
+      }
+      return names;
+    })
+    .optional(),
   backend: z
     .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
     .optional(),
@@ -144,14 +196,15 @@ export interface AttackFlags {
   n: number;
   batch: number;
   seed: number;
-  attacks: ("fgsm" | "pgd")[];
+  /** Registered attack names, in the order they run. */
+  attacks: string[];
   backend: BackendName;
   out?: string;
 }
 
 /**
- * Validates the attack command's flags and fills the defaults (mnist, linf, eps by norm,
- * 10 steps, step size by rule, n 64, batch 32, seed 0, both attacks, wasm).
+ * Validates the attack command's flags and fills the defaults (ATTACK_DEFAULTS: mnist, linf,
+ * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm).
  *
  * @throws UsageError with one line naming the flag and the problem, e.g.
  *   `attack: --eps: must be >= 0 (got "-0.1")`, or an eps above 1 (linf) / 28 (l_2).
@@ -166,28 +219,28 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
     );
   }
   const f = result.data;
-  const norm = f.norm ?? "linf";
-  const eps = f.eps ?? DEFAULT_EPS[norm];
+  const d = ATTACK_DEFAULTS;
+  const norm = f.norm ?? d.norm;
+  const eps = f.eps ?? [...DEFAULT_EPS[norm]];
   const max = norm === "linf" ? MAX_EPS_LINF : MAX_EPS_L2;
   const bad = eps.find((e) => e > max);
   if (bad !== undefined)
     throw new UsageError(
       `attack: --eps: ${bad} is out of range for --norm ${norm} (at most ${max}${norm === "linf" ? ", the pixel range" : ", the l_2 diameter of a 28x28 image in [0, 1]"})`,
     );
-  const attack = f.attack ?? "both";
   return {
-    model: f.model ?? "vit-tiny",
+    model: f.model ?? d.model,
     randomInit: f.randomInit ?? false,
-    data: f.data ?? "mnist",
+    data: f.data ?? d.data,
     norm,
     eps,
-    steps: f.steps ?? 10,
-    stepSize: f.stepSize ?? null,
-    n: f.n ?? 64,
-    batch: f.batch ?? 32,
-    seed: f.seed ?? 0,
-    attacks: attack === "both" ? ["fgsm", "pgd"] : [attack],
-    backend: f.backend ?? "wasm",
+    steps: f.steps ?? d.steps,
+    stepSize: f.stepSize ?? d.stepSize,
+    n: f.n ?? d.n,
+    batch: f.batch ?? d.batch,
+    seed: f.seed ?? d.seed,
+    attacks: f.attack ?? [...d.attacks],
+    backend: f.backend ?? d.backend,
     out: f.out,
   };
 }
@@ -198,15 +251,20 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
  * Lipschitz proxy radius; writes DIR/attack.json (or --out).
  */
 export function attackCommand(): Command {
+  const d = ATTACK_DEFAULTS;
+  const eps = (r: Record<"linf" | "l2", readonly number[]>) => `linf ${r.linf.join(",")}, l2 ${r.l2.join(",")}`;
+  const attacks = attackNames()
+    .map((a) => `${a} (${attackSpec(a).summary})`)
+    .join("; ");
   return new Command("attack")
     .description(
-      "robust accuracy under FGSM and PGD (l_inf or l_2; images: inputs clipped to [0, 1]; text: token embeddings of the real tokens, no clipping; model in inference mode) and the margin / (sqrt(2) L) proxy radius",
+      `robust accuracy under ${attackNames().map((a) => attackSpec(a).label).join(", ")} (l_inf or l_2; images: inputs clipped to [0, 1]; text: token embeddings of the real tokens, no clipping; model in inference mode) and the margin / (sqrt(2) L) proxy radius`,
     )
     .argument(
       "[checkpoint]",
       "a checkpoint folder written by `attnlip train` (or use --model with --random-init)",
     )
-    .option("--model <preset>", "model preset with --random-init [vit-tiny]")
+    .option("--model <preset>", `model preset with --random-init [${d.model}]`)
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
     .option(
       "--data <spec>",
@@ -224,18 +282,21 @@ export function attackCommand(): Command {
       "--encoding <name>",
       "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-8, else Windows-1252]",
     )
-    .option("--norm <norm>", "threat model: linf or l2 [linf]")
+    .option("--norm <norm>", `threat model: linf or l2 [${d.norm}]`)
     .option(
       "--eps <list>",
-      "radii separated by commas, e.g. 0,0.05,0.1 (linf <= 1, l2 <= 28) [images: linf 0,0.05,0.1,0.2, l2 0,0.5,1,2; text (embedding units): linf 0,0.01,0.02,0.05, l2 0,0.25,0.5,1]",
+      `radii separated by commas, e.g. 0,0.05,0.1 (linf <= ${MAX_EPS_LINF}, l2 <= ${MAX_EPS_L2}) [images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}]`,
     )
-    .option("--steps <k>", "PGD steps [10]")
-    .option("--step-size <a>", "PGD step size [2.5 * eps / steps]")
-    .option("--n <int>", "the first n test examples [64]")
-    .option("--batch <int>", "examples per pass [32]")
-    .option("--seed <int>", "seed of the PGD random start and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split [0]")
-    .option("--attack <name>", "pgd, fgsm or both [both]")
-    .option("--backend <name>", "wasm or cpu [wasm]")
+    .option("--steps <k>", `steps of the iterative attacks (${usersOf("steps")}) [${d.steps}]`)
+    .option("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")}) [2.5 * eps / steps]`)
+    .option("--n <int>", `the first n test examples [${d.n}]`)
+    .option("--batch <int>", `examples per pass [${d.batch}]`)
+    .option("--seed <int>", `seed of the random starts (${usersOf("seed")}) and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split [${d.seed}]`)
+    .option(
+      "--attack <name>",
+      `${orList(attackChoices())}, or several names separated by commas; both = ${d.attacks.join(" and ")} [both]. Attacks: ${attacks}`,
+    )
+    .option("--backend <name>", `wasm or cpu [${d.backend}]`)
     .option(
       "--out <file>",
       "where attack.json goes [CHECKPOINT/attack.json; none with --random-init]",

@@ -5,7 +5,9 @@ import { train } from "../train/trainer.ts";
 import { isCheckpointFolder } from "../train/checkpoint.ts";
 import { runAnalyze } from "../analysis/run.ts";
 import type { Analysis } from "../analysis/analyze.ts";
-import { runAttack, type AttackFile } from "../robustness/run.ts";
+import { runAttack, type AttackRecord } from "../robustness/run.ts";
+import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
+import { attackLabel, orderAttacks } from "../robustness/registry.ts";
 import { buildReport, writeReport } from "../report/index.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { renderTable, formatNumber } from "../cli/table.ts";
@@ -27,7 +29,8 @@ export interface DemoRunSummary {
   name: string;
   jasmin: number;
   cleanAccuracy: number;
-  robustAccuracy: { eps: number; pgd: number | null; fgsm: number | null }[];
+  /** attack.json's results: robust accuracy (and zero-gradient fraction) per attack and eps. */
+  robustAccuracy: AttackRecord["results"];
   networkTrueMedian: number | null;
   networkBoundMedian: Record<string, number>;
   tightness: Record<string, number | null>;
@@ -44,7 +47,8 @@ const pct = (v: number | null | undefined) => (v === null || v === undefined ? "
  * The main job: on the embedded MNIST digits (or, with the text settings, the SpamAssassin
  * corpus), trains the model twice (without and with JaSMin, same seed), then for both models
  * analyses test inputs (every bound variant per layer
- * and for the network, beside the true values), runs FGSM and PGD at several epsilons, prints
+ * and for the network, beside the true values), runs the default attacks (FGSM and PGD,
+ * ATTACK_DEFAULTS.attacks) at several epsilons, prints
  * a summary table and writes OUT/{baseline,jasmin}/ (checkpoints, metrics, analysis.json,
  * attack.json), OUT/summary.json and OUT/report.html.
  *
@@ -100,7 +104,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       print: false,
     });
 
-    step(`attacking ${run.name}: FGSM and PGD (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
+    step(`attacking ${run.name}: ${ATTACK_DEFAULTS.attacks.map(attackLabel).join(" and ")} (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
     const attack = await runAttack({
       checkpoint: dir,
       model: "vit-tiny",
@@ -113,7 +117,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       n: settings.attackN,
       batch: 50,
       seed,
-      attacks: ["fgsm", "pgd"],
+      attacks: [...ATTACK_DEFAULTS.attacks],
       backend,
       out: join(dir, "attack.json"),
     });
@@ -143,7 +147,7 @@ function summarizeRun(
   name: string,
   jasmin: number,
   analysis: Analysis,
-  attack: AttackFile,
+  attack: AttackRecord,
   trained: { imagesPerSecond: number; trainSeconds: number },
 ): DemoRunSummary {
   const net = analysis.summary.network;
@@ -163,14 +167,24 @@ function summarizeRun(
   };
 }
 
-/** The demo's printed summary: one column per run. */
+/**
+ * The demo's printed summary: one column per run; robust accuracy per attack (registry order)
+ * and eps.
+ *
+ * @example console.log(summaryTable(await runDemo({ settings: QUICK_DEMO, out: "demo", seed: 0, backend: "wasm" })))
+ */
 export function summaryTable(runs: DemoRunSummary[]): string {
   const rows: (string | number)[][] = [];
   rows.push(["JaSMin lambda", ...runs.map((r) => r.jasmin)]);
   rows.push(["clean accuracy (attacked examples)", ...runs.map((r) => pct(r.cleanAccuracy))]);
   const eps = runs[0].robustAccuracy.map((r) => r.eps).filter((e) => e > 0);
-  for (const e of eps)
-    rows.push([`PGD robust accuracy, eps ${e}`, ...runs.map((r) => pct(r.robustAccuracy.find((x) => x.eps === e)?.pgd))]);
+  const attacks = orderAttacks(runs.flatMap((r) => r.robustAccuracy.flatMap((x) => Object.keys(x.robust))));
+  for (const a of attacks)
+    for (const e of eps)
+      rows.push([
+        `${attackLabel(a)} robust accuracy, eps ${e}`,
+        ...runs.map((r) => pct(r.robustAccuracy.find((x) => x.eps === e)?.robust[a])),
+      ]);
   rows.push(["median network Lipschitz, true", ...runs.map((r) => formatNumber(r.networkTrueMedian))]);
   for (const v of REPORTED) rows.push([`median network bound, ${v}`, ...runs.map((r) => formatNumber(r.networkBoundMedian[v]))]);
   for (const v of REPORTED) rows.push([`tightness ${v} (bound/true)`, ...runs.map((r) => formatNumber(r.tightness[v]))]);

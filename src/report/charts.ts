@@ -227,12 +227,44 @@ export function distributionsSpec(rows: RunRows[], bins = 40): TopLevelSpec {
 export interface RobustPoint {
   run: string;
   eps: number;
-  attack: "PGD" | "FGSM";
+  /** The attack's label (registry: "PGD", "FGSM", ...). */
+  attack: string;
   accuracy: number;
 }
 
-/** Chart (d): robust accuracy against epsilon, colour by run, PGD solid and FGSM dashed. */
-export function robustSpec(points: RobustPoint[], runs: string[], epsTitle: string): TopLevelSpec {
+/** Dash patterns of the attacks' lines, in order (solid, dashed, dotted, dash-dotted, ...). */
+const DASHES: number[][] = [
+  [1, 0],
+  [6, 4],
+  [2, 3],
+  [8, 3, 2, 3],
+  [12, 4],
+  [4, 2, 1, 2, 1, 2],
+];
+const DASH_NAMES = ["solid", "dashed", "dotted", "dash-dotted", "long-dashed", "dash-dot-dotted"];
+
+/**
+ * How the k-th attack's line is drawn, in words (for captions).
+ *
+ * @example dashName(1) // "dashed"
+ */
+export function dashName(k: number): string {
+  return DASH_NAMES[k % DASH_NAMES.length];
+}
+
+/**
+ * Chart (d): robust accuracy against epsilon, colour by run, one dash pattern per attack (in
+ * the order of `attacks`: the first solid, the second dashed, ...).
+ *
+ * @param attacks the attacks' labels, in legend order [["PGD", "FGSM"]].
+ * @example robustSpec([{ run: "a", eps: 0.1, attack: "PGD", accuracy: 0.5 }], ["a"], "epsilon", ["PGD"])
+ */
+export function robustSpec(
+  points: RobustPoint[],
+  runs: string[],
+  epsTitle: string,
+  attacks: string[] = ["PGD", "FGSM"],
+): TopLevelSpec {
   const x = { field: "eps", type: "quantitative", title: epsTitle };
   const y = {
     field: "accuracy",
@@ -258,11 +290,8 @@ export function robustSpec(points: RobustPoint[], runs: string[], epsTitle: stri
             field: "attack",
             type: "nominal",
             scale: {
-              domain: ["PGD", "FGSM"],
-              range: [
-                [1, 0],
-                [6, 4],
-              ],
+              domain: attacks,
+              range: attacks.map((_, k) => DASHES[k % DASHES.length]),
             },
             title: "attack",
             legend: { symbolStrokeColor: "#333", symbolStrokeWidth: 2 },

@@ -3,6 +3,7 @@ import { basename, join, resolve } from "node:path";
 import { z } from "zod";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../softmax/parse.ts";
+import { AttackFileSchema, SplitSchema, type AttackFile } from "../robustness/attackFile.ts";
 
 /**
  * Reading a run folder for the report: analysis.json (required), and whatever else is there
@@ -29,18 +30,6 @@ const LayerSchema = z.looseObject({
   ratio: z.record(z.string(), NumberArray).optional(),
   converged: ConvergedArray.optional(),
   heads: z.array(HeadSchema).optional(),
-});
-
-/** Which test examples an analysis or attack used (data/heldOut.ts EvaluationSplit; absent in older files). */
-const SplitSchema = z.looseObject({
-  spec: z.string(),
-  origin: z.enum(["checkpoint", "other-data", "random-init"]),
-  splitSeed: z.number(),
-  trainCount: z.number(),
-  testCount: z.number(),
-  evaluated: z.number(),
-  evaluatedDigest: z.string(),
-  digestsChecked: z.boolean(),
 });
 
 const AnalysisSchema = z.looseObject({
@@ -78,44 +67,12 @@ const AnalysisSchema = z.looseObject({
 /** What the report uses of analysis.json. */
 export type AnalysisFile = z.output<typeof AnalysisSchema>;
 
-const AttackSchema = z.looseObject({
-  split: SplitSchema.optional(),
-  model: z.unknown().optional(),
-  source: z.string().optional(),
-  data: z.string().optional(),
-  n: z.number().optional(),
-  norm: z.enum(["linf", "l2"]),
-  steps: z.number().optional(),
-  stepSize: z.number().nullable().optional(), // null: the default rule 2.5 eps / steps
-  seed: z.number().optional(),
-  cleanAccuracy: z.number().nullable().optional(),
-  results: z.array(
-    z.looseObject({
-      eps: z.number(),
-      pgd: z.number().nullable(),
-      fgsm: z.number().nullable(),
-      // Fraction of inputs whose loss gradient was exactly zero (absent in older files).
-      zeroGradient: z
-        .looseObject({
-          pgd: z.number().nullable().optional(),
-          fgsm: z.number().nullable().optional(),
-        })
-        .optional(),
-    }),
-  ),
-  proxy: z
-    .looseObject({
-      median: z.number().nullable(),
-      q1: z.number().nullable(),
-      q3: z.number().nullable(),
-      radii: z.array(z.number().nullable()).optional(),
-    })
-    .optional(),
-  seconds: z.number().optional(),
-});
-
-/** attack.json: robust accuracy per epsilon under PGD and FGSM. */
-export type AttackFile = z.output<typeof AttackSchema>;
+/**
+ * attack.json: robust accuracy (and the zero-gradient fraction) per registered attack and
+ * epsilon. The schema is the writer's own (robustness/attackFile.ts); older files with one
+ * column per attack (pgd, fgsm) are converted on load.
+ */
+export type { AttackFile };
 
 const MetricSchema = z.looseObject({
   type: z.string().optional(),
@@ -290,7 +247,7 @@ export async function loadRun(dir: string, name?: string): Promise<RunData> {
       trainState: statePath,
     },
     analysis,
-    attack: attackPath === null ? null : await readJsonFile(attackPath, AttackSchema),
+    attack: attackPath === null ? null : await readJsonFile(attackPath, AttackFileSchema),
     metrics: metricsPath === null ? null : await readMetrics(metricsPath),
     config: configPath === null ? null : await readJsonFile(configPath, ObjectSchema),
     trainState: statePath === null ? null : await readJsonFile(statePath, ObjectSchema),

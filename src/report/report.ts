@@ -5,6 +5,7 @@ import {
   attentionMapsSpec,
   boundsSpec,
   distributionsSpec,
+  dashName,
   robustSpec,
   RUN_COLOURS,
   sigmaScatterSpec,
@@ -36,6 +37,7 @@ import {
   type Cell,
 } from "./html.ts";
 import { loadRun, type RunData } from "./load.ts";
+import { attackLabel, attackNames, attackSpec, orderAttacks } from "../robustness/registry.ts";
 import { renderVegaLite } from "./render.ts";
 import type { Summary } from "../stats.ts";
 
@@ -262,19 +264,25 @@ async function robustSection(runs: RunData[]): Promise<string> {
   );
   if (withAttack.length === 0)
     return section("robustness", "Robust accuracy against epsilon", note);
+  // Columns, lines and notes per attack: every attack any run's attack.json holds, in the
+  // registry's order (pgd, fgsm, then others), labelled by the registry.
+  const attacks = orderAttacks(
+    withAttack.flatMap((r) => r.attack!.results.flatMap((x) => Object.keys(x.robust))),
+  );
+  const labels = attacks.map(attackLabel);
   const points: RobustPoint[] = [];
   for (const run of withAttack) {
     const a = run.attack!;
     const hasZero = a.results.some((r) => r.eps === 0);
     if (!hasZero && typeof a.cleanAccuracy === "number")
-      for (const attack of ["PGD", "FGSM"] as const)
-        points.push({ run: run.name, eps: 0, attack, accuracy: a.cleanAccuracy });
-    for (const r of a.results) {
-      if (r.pgd !== null)
-        points.push({ run: run.name, eps: r.eps, attack: "PGD", accuracy: r.pgd });
-      if (r.fgsm !== null)
-        points.push({ run: run.name, eps: r.eps, attack: "FGSM", accuracy: r.fgsm });
-    }
+      for (const label of labels)
+        points.push({ run: run.name, eps: 0, attack: label, accuracy: a.cleanAccuracy });
+    for (const r of a.results)
+      attacks.forEach((name, k) => {
+        const accuracy = r.robust[name];
+        if (typeof accuracy === "number")
+          points.push({ run: run.name, eps: r.eps, attack: labels[k], accuracy });
+      });
   }
   const norms = [...new Set(withAttack.map((r) => (r.attack!.norm === "linf" ? "l∞" : "l2")))];
   const chart = figure(
@@ -284,21 +292,21 @@ async function robustSection(runs: RunData[]): Promise<string> {
         points,
         runs.map((r) => r.name),
         `epsilon (${norms.join(" / ")} norm)`,
+        labels,
       ),
       "robustness",
     ),
-    "Accuracy under attack against the attack radius epsilon: PGD solid, FGSM dashed; epsilon 0 is the clean accuracy. Higher is more robust.",
+    `Accuracy under attack against the attack radius epsilon: ${labels.map((l, k) => `${l} ${dashName(k)}`).join(", ")}; epsilon 0 is the clean accuracy. Higher is more robust.`,
   );
   const epsValues = [
     ...new Set(withAttack.flatMap((r) => r.attack!.results.map((x) => x.eps))),
   ].sort((a, b) => a - b);
   // Inputs whose loss gradient was exactly zero during the attack: robust accuracy there is
   // gradient masking, not robustness. Shown in the cell and warned about.
-  const zeroOf = (r: RunData, eps: number, a: "pgd" | "fgsm") =>
-    r.attack!.results.find((x) => x.eps === eps)?.zeroGradient?.[a] ?? null;
-  const accuracyCell = (r: RunData, eps: number, a: "pgd" | "fgsm"): Cell => {
-    const acc = formatPercent(r.attack!.results.find((x) => x.eps === eps)?.[a]);
-    const zero = zeroOf(r, eps, a);
+  const resultAt = (r: RunData, eps: number) => r.attack!.results.find((x) => x.eps === eps);
+  const accuracyCell = (r: RunData, eps: number, a: string): Cell => {
+    const acc = formatPercent(resultAt(r, eps)?.robust[a]);
+    const zero = resultAt(r, eps)?.zeroGradient?.[a] ?? null;
     if (zero === null || !(zero > 0)) return acc;
     return {
       html: `${escapeHtml(acc)} <span class="warn" title="fraction of inputs with an exactly zero loss gradient">⚠ ${escapeHtml(formatPercent(zero))} zero grad.</span>`,
@@ -307,9 +315,9 @@ async function robustSection(runs: RunData[]): Promise<string> {
   };
   const masked = withAttack.flatMap((r) =>
     r.attack!.results.flatMap((x) =>
-      (["pgd", "fgsm"] as const)
+      attacks
         .filter((a) => (x.zeroGradient?.[a] ?? 0) > 0)
-        .map((a) => `${runs.length > 1 ? `${r.name} ` : ""}${a.toUpperCase()} at epsilon ${formatNumber(x.eps)}: ${formatPercent(x.zeroGradient![a])}`),
+        .map((a) => `${runs.length > 1 ? `${r.name} ` : ""}${attackLabel(a)} at epsilon ${formatNumber(x.eps)}: ${formatPercent(x.zeroGradient![a])}`),
     ),
   );
   const maskNote =
@@ -319,34 +327,34 @@ async function robustSection(runs: RunData[]): Promise<string> {
           `the loss gradient was exactly zero for some inputs (${masked.join("; ")}). The attack had no direction there, so their robust accuracy is a sign of gradient masking, not of robustness.`,
         );
   const zeroSummary = (r: RunData): string => {
-    const values = (["pgd", "fgsm"] as const).map((a) => {
+    const values = attacks.map((a) => {
       const fractions = r.attack!.results.map((x) => x.zeroGradient?.[a]).filter((v): v is number => typeof v === "number");
-      return fractions.length === 0 ? null : `${a.toUpperCase()} ${formatPercent(Math.max(...fractions))}`;
+      return fractions.length === 0 ? null : `${attackLabel(a)} ${formatPercent(Math.max(...fractions))}`;
     });
     const shown = values.filter((v): v is string => v !== null);
     return shown.length === 0 ? "—" : shown.join(", ");
   };
-  const header = ["epsilon", ...withAttack.flatMap((r) => [`${r.name} PGD`, `${r.name} FGSM`])];
+  const header = ["epsilon", ...withAttack.flatMap((r) => labels.map((l) => `${r.name} ${l}`))];
   const rows: Cell[][] = [
-    [
-      "clean",
-      ...withAttack.flatMap((r) => [
-        formatPercent(r.attack!.cleanAccuracy),
-        formatPercent(r.attack!.cleanAccuracy),
-      ]),
-    ],
+    ["clean", ...withAttack.flatMap((r) => attacks.map(() => formatPercent(r.attack!.cleanAccuracy)))],
     ...epsValues.map((eps) => [
       formatNumber(eps),
-      ...withAttack.flatMap((r) => [accuracyCell(r, eps, "pgd"), accuracyCell(r, eps, "fgsm")]),
+      ...withAttack.flatMap((r) => attacks.map((a) => accuracyCell(r, eps, a))),
     ]),
   ];
+  // Steps and step size are read by the iterative attacks (PGD; those registered with "steps").
+  const iterative =
+    attacks
+      .filter((a) => attackNames().includes(a) && attackSpec(a).options.steps !== undefined)
+      .map(attackLabel)
+      .join("/") || "PGD";
   const settings = table(
     ["setting", ...withAttack.map((r) => r.name)],
     [
       ["norm", ...withAttack.map((r) => r.attack!.norm)],
       ["inputs", ...withAttack.map((r) => formatNumber(r.attack!.n))],
-      ["PGD steps", ...withAttack.map((r) => formatNumber(r.attack!.steps))],
-      ["PGD step size", ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
+      [`${iterative} steps`, ...withAttack.map((r) => formatNumber(r.attack!.steps))],
+      [`${iterative} step size`, ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
       ["test examples", ...withAttack.map((r) => splitCell(r.attack!.split))],

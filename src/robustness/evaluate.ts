@@ -1,43 +1,37 @@
 import { AttackTally, resolveAttacks } from "./tally.ts";
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import { fgsm } from "./fgsm.ts";
-import {
-  checkInputs,
-  inferenceLogits,
-  labelTensor,
-  predictClasses,
-  type ClipRange,
-  type Labels,
-} from "./loss.ts";
+import { ATTACK_DEFAULTS } from "./defaults.ts";
+import { attackWho, imageSpace, type InputSpace } from "./inputSpace.ts";
+import { labelTensor, predictClasses, type ClipRange, type Labels } from "./loss.ts";
 import { checkCount, defaultStepSize, resolveAttackOptions, type AttackNorm } from "./options.ts";
-import { pgd } from "./pgd.ts";
+import { attackSpec } from "./registry.ts";
 
-/** The attacks {@link evaluateRobustness} runs. */
-export type AttackName = "fgsm" | "pgd";
+/** The name of a registered attack (registry.ts: "pgd", "fgsm", and whatever else is registered). */
+export type AttackName = string;
 
-/** Options of {@link evaluateRobustness}. Defaults in brackets. */
+/** Options of {@link evaluateRobustness} and {@link evaluateIn}. Defaults in brackets. */
 export interface EvaluateRobustnessOptions {
-  /** Which attacks to run, one or several [["fgsm", "pgd"]]. */
+  /** Which registered attacks to run, one or several [ATTACK_DEFAULTS.attacks: ["fgsm", "pgd"]]. */
   attack?: AttackName | readonly AttackName[];
-  /** Threat model of both attacks ["linf"]. */
+  /** Threat model of every attack ["linf"]. */
   norm?: AttackNorm;
   /**
    * Radii to evaluate, each finite and >= 0 (input units) and at most the clip range's width
    * (l_inf) or diameter (l_2); 0 gives the clean accuracy.
    */
   eps: readonly number[];
-  /** PGD steps [10]. */
+  /** Steps of iterative attacks (PGD) [10]. */
   steps?: number;
-  /** PGD step size; null/undefined = 2.5 * eps / steps for each eps. */
+  /** Step size of iterative attacks; null/undefined = 2.5 * eps / steps for each eps. */
   stepSize?: number | null;
-  /** PGD random start [true]. */
+  /** Random start of iterative attacks [true]. */
   randomStart?: boolean;
   /** Examples per forward/backward pass [32]. */
   batchSize?: number;
-  /** Seed of the PGD random starts (each batch and eps gets its own stream from it) [0]. */
+  /** Seed of the random starts (each batch and eps gets its own stream from it) [0]. */
   seed?: number;
-  /** Valid input range [[0, 1]]. */
+  /** Valid input range [[0, 1]] (images; ignored in embedding space, which has none). */
   clip?: ClipRange;
   /** Called after each (batch, eps, attack) with (done, total) such units. */
   onProgress?: (done: number, total: number) => void;
@@ -64,13 +58,13 @@ export interface AttackOutcome {
   zeroGradientFraction: number | null;
 }
 
-/** Results at one radius; an attack not run is absent. */
+/** Results at one radius. */
 export interface RobustnessAtEps {
   eps: number;
-  /** The PGD step size used at this eps (the default rule or the given one). */
+  /** The step size of iterative attacks at this eps (the default rule or the given one). */
   stepSize: number;
-  fgsm?: AttackOutcome;
-  pgd?: AttackOutcome;
+  /** Outcome per attack run, by registered name (an attack not run is absent). */
+  attacks: Partial<Record<AttackName, AttackOutcome>>;
 }
 
 /** What {@link evaluateRobustness} returns. */
@@ -93,23 +87,100 @@ function streamSeed(seed: number, epsIndex: number, batchIndex: number): number 
 }
 
 /**
- * Clean and robust accuracy of a classifier under FGSM and/or PGD (docs/math.md section 5), model
- * in inference mode, loss = cross-entropy on the true label. An example counts as robust at
- * eps when it is classified correctly clean AND on the adversarial input, so robust accuracy
- * <= clean accuracy, and eps 0 (no attack run) gives the clean accuracy exactly. Examples are
- * processed in batches; PGD's random start of batch j at eps i is seeded from (seed, i, j).
- * Each attack also flags the examples whose input gradient was exactly zero
- * (AttackOutcome.zeroGradient, zeroGradientFraction) and warns once when there are any.
+ * Clean and robust accuracy under the registered attacks in any {@link InputSpace}
+ * (docs/math.md section 5), model in inference mode, loss = cross-entropy on the true label.
+ * An example counts as robust at eps when it is classified correctly clean AND on the
+ * adversarial input, so robust accuracy <= clean accuracy, and eps 0 (no attack run) gives the
+ * clean accuracy exactly. Examples are processed in batches; the random start of batch j at
+ * eps i is seeded from (seed, i, j). Each attack also flags the examples whose input gradient
+ * was exactly zero (AttackOutcome.zeroGradient, zeroGradientFraction) and warns once when
+ * there are any.
+ *
+ * @param space the examples (imageSpace, embeddingSpace); not disposed.
+ * @param labels true classes [N].
+ * @param who the caller's name in messages.
+ * @returns clean accuracy, per-eps robust accuracy and per-example success per attack; leaves
+ *   tf.memory().numTensors unchanged.
+ * @throws RangeError on an empty eps list, a bad eps (negative, non-finite, larger than the
+ *   clip range's width in l_inf or its diameter in l_2), steps, step size, batch size, an
+ *   attack that is not registered, clip range, labels, or inputs outside the range; TypeError
+ *   on non-float32 inputs.
+ * @example evaluateIn(imageSpace(model, images), labels, { eps: [0, 0.1], attack: ["pgd"] }, "me")
+ */
+export function evaluateIn(
+  space: InputSpace,
+  labels: Labels,
+  options: EvaluateRobustnessOptions,
+  who = "evaluateIn",
+): RobustnessEvaluation {
+  const attacks = resolveAttacks(options, who).map((name) => attackSpec(name, who));
+  const common = options.eps.map((eps) =>
+    resolveAttackOptions(
+      { ...options, eps, stepSize: options.stepSize ?? undefined, clip: space.clip },
+      who,
+      space.shape,
+    ),
+  );
+  const batchSize = checkCount(options.batchSize ?? ATTACK_DEFAULTS.batch, "batchSize", who);
+  space.check(who);
+  const n = space.count;
+  const y = labelTensor(labels, n, space.classes, who);
+  const truth = Int32Array.from(y.dataSync());
+  y.dispose();
+
+  const batches = Math.ceil(n / batchSize);
+  const tally = new AttackTally(
+    n,
+    options.eps,
+    attacks.map((a) => a.name),
+    batches,
+    options.onProgress,
+    options.onWarning,
+  );
+  const byName = new Map(attacks.map((a) => [a.name, a]));
+  for (let j = 0; j < batches; j++) {
+    const start = j * batchSize;
+    const size = Math.min(batchSize, n - start);
+    const batch = space.batch(start, size);
+    const batchLabels = truth.subarray(start, start + size);
+    const yb = tf.tensor1d(batchLabels, "int32");
+    try {
+      tally.recordBatch(
+        start,
+        batchLabels,
+        batch.predictClean(),
+        (adversarial) => predictClasses(batch.logits, adversarial),
+        (name, e, _eps, onZeroGradient) =>
+          byName.get(name)!.run({
+            batch,
+            kind: space.kind,
+            labels: yb,
+            settings: { ...common[e], seed: streamSeed(common[e].seed, e, j) },
+            who: attackWho(name, space.kind),
+            onWarning: tally.warnOnce,
+            onZeroGradient,
+          }),
+      );
+    } finally {
+      batch.dispose();
+      yb.dispose();
+    }
+  }
+  return tally.result((eps, e) => options.stepSize ?? defaultStepSize(eps, common[e].steps));
+}
+
+/**
+ * Clean and robust accuracy of an image classifier under the registered attacks (FGSM and
+ * PGD by default) in input space, clipped to the valid range: {@link evaluateIn} on
+ * {@link imageSpace}.
  *
  * @param model a ViT (TransformerClassifier taking `images`).
  * @param images float32 [n, H, W, C] or [n, H*W*C] inside the clip range ([0, 1]); not disposed.
  * @param labels true classes [n].
- * @returns clean accuracy, per-eps robust accuracy and per-example success; leaves
- *   tf.memory().numTensors unchanged.
- * @throws RangeError on an empty eps list, a bad eps (negative, non-finite, larger than the
- *   clip range's width in l_inf or its diameter in l_2), steps, step size, batch size, attack
- *   name, clip range, labels, or inputs outside the range; TypeError on non-float32 inputs.
- * @example evaluateRobustness(model, images, labels, { eps: [0, 2 / 255, 8 / 255] })
+ * @returns clean accuracy, per-eps robust accuracy and per-example success
+ *   (results[i].attacks.pgd, ...); leaves tf.memory().numTensors unchanged.
+ * @throws as {@link evaluateIn}, naming evaluateRobustness.
+ * @example evaluateRobustness(model, images, labels, { eps: [0, 2 / 255, 8 / 255] }).results[1].attacks.pgd?.robustAccuracy
  */
 export function evaluateRobustness(
   model: TransformerClassifier,
@@ -117,46 +188,5 @@ export function evaluateRobustness(
   labels: Labels,
   options: EvaluateRobustnessOptions,
 ): RobustnessEvaluation {
-  const who = "evaluateRobustness";
-  const attacks = resolveAttacks(options, who);
-  const common = options.eps.map((eps) =>
-    resolveAttackOptions({ ...options, eps, stepSize: options.stepSize ?? undefined }, who, images.shape),
-  );
-  const clip = common[0].clip;
-  const batchSize = checkCount(options.batchSize ?? 32, "batchSize", who);
-  checkInputs(images, clip, who);
-  const n = images.shape[0] as number;
-  const y = labelTensor(labels, n, model.config.classes, who);
-  const truth = Int32Array.from(y.dataSync());
-  y.dispose();
-
-  const logits = inferenceLogits(model);
-  const batches = Math.ceil(n / batchSize);
-  const tally = new AttackTally(n, options.eps, attacks, batches, options.onProgress, options.onWarning);
-  for (let j = 0; j < batches; j++) {
-    const start = j * batchSize;
-    const size = Math.min(batchSize, n - start);
-    const x = tf.slice(images, [start], [size]);
-    try {
-      const batchLabels = truth.subarray(start, start + size);
-      tally.recordBatch(
-        start,
-        batchLabels,
-        predictClasses(logits, x),
-        (adversarial) => predictClasses(logits, adversarial),
-        (attack, e, eps, onZeroGradient) =>
-          attack === "fgsm"
-            ? fgsm(model, x, batchLabels, { eps, norm: common[e].norm, clip, onWarning: tally.warnOnce, onZeroGradient })
-            : pgd(model, x, batchLabels, {
-                ...common[e],
-                seed: streamSeed(common[e].seed, e, j),
-                onWarning: tally.warnOnce,
-                onZeroGradient,
-              }),
-      );
-    } finally {
-      x.dispose();
-    }
-  }
-  return tally.result((eps, e) => options.stepSize ?? defaultStepSize(eps, common[e].steps));
+  return evaluateIn(imageSpace(model, images, options.clip ?? [0, 1]), labels, options, "evaluateRobustness");
 }

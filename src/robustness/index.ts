@@ -1,7 +1,13 @@
-/** Robustness evaluation in input space: FGSM, PGD (l_inf, l_2), clean/robust accuracy and the Lipschitz proxy radius. */
-export { fgsm, type FgsmOptions } from "./fgsm.ts";
+/**
+ * Robustness evaluation: registered attacks (FGSM, PGD; l_inf, l_2) in an input space
+ * (images, or token embeddings of text), clean/robust accuracy, the Lipschitz proxy radius,
+ * and the attack.json schema.
+ */
+export { fgsm, fgsmIn, FGSM_ATTACK, type FgsmOptions } from "./fgsm.ts";
 export {
   pgd,
+  pgdIn,
+  PGD_ATTACK,
   pgdWithGradient,
   defaultStepSize,
   ATTACK_NORMS,
@@ -18,6 +24,7 @@ export {
 } from "./steps.ts";
 export { randomOffsetLinf, randomOffsetL2 } from "./random.ts";
 export {
+  evaluateIn,
   evaluateRobustness,
   type AttackName,
   type AttackOutcome,
@@ -27,6 +34,7 @@ export {
 } from "./evaluate.ts";
 export {
   lipschitzProxy,
+  lipschitzProxyIn,
   type LipschitzProxy,
   type LipschitzProxyOptions,
 } from "./lipschitzProxy.ts";
@@ -46,3 +54,46 @@ export {
   type AttackSettings,
   type ResolvedAttackSettings,
 } from "./options.ts";
+export {
+  attackWho,
+  checkText,
+  embeddingBatch,
+  embeddingLogits,
+  embeddingSpace,
+  imageBatch,
+  imageSpace,
+  lossGradient,
+  NO_CLIP,
+  type InputBatch,
+  type InputSpace,
+  type TextInputs,
+} from "./inputSpace.ts";
+export {
+  evaluateTextRobustness,
+  fgsmEmbedding,
+  pgdEmbedding,
+  textLipschitzProxy,
+  tokenEmbeddingsOf,
+} from "./embedding.ts";
+export {
+  attackLabel,
+  attackNames,
+  attackSpec,
+  orderAttacks,
+  registerAttack,
+  unregisterAttack,
+  type AttackContext,
+  type AttackOptionSpec,
+  type AttackSettingName,
+  type AttackSpec,
+} from "./registry.ts";
+export { ATTACK_DEFAULTS, type DefaultRadii } from "./defaults.ts";
+export {
+  AttackFileSchema,
+  AttackResultSchema,
+  SplitSchema,
+  upgradeAttackResult,
+  type AttackFile,
+  type AttackRecord,
+  type AttackResult,
+} from "./attackFile.ts";

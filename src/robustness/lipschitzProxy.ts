@@ -1,7 +1,7 @@
 import { tf } from "../backend.ts";
-import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import { checkInputs, inferenceLogits, labelTensor, type Labels } from "./loss.ts";
+import { imageSpace, type InputSpace } from "./inputSpace.ts";
+import { labelTensor, type Labels } from "./loss.ts";
 
 /** Options of {@link lipschitzProxy}. */
 export interface LipschitzProxyOptions {
@@ -34,6 +34,8 @@ export interface LipschitzProxy {
  * Misclassified examples (margin <= 0) get radius 0 and are counted in `misclassified`.
  * A margin > 0 with L = 0 (a locally constant network) gives Infinity.
  *
+ * This is {@link lipschitzProxyIn} on {@link imageSpace} (inputs in [0, 1]).
+ *
  * @param model a ViT in inference mode.
  * @param x float32 images [n, H, W, C] or [n, H*W*C] in [0, 1]; not disposed.
  * @param labels true classes [n].
@@ -41,6 +43,7 @@ export interface LipschitzProxy {
  * @throws RangeError on labels of the wrong length or range, inputs outside [0, 1], a bad
  *   batch size, or a non-ViT model (networkLipschitz's input space is the image here);
  *   TypeError on non-float32 inputs.
+ * @example lipschitzProxy(model, images, labels).radii // Float64Array [n]
  */
 export function lipschitzProxy(
   model: TransformerClassifier,
@@ -50,25 +53,50 @@ export function lipschitzProxy(
 ): LipschitzProxy {
   if (model.config.kind !== "vit")
     throw new RangeError("lipschitzProxy: input-space radii need a ViT");
+  return lipschitzProxyIn(imageSpace(model, x, [0, 1]), labels, options, "lipschitzProxy");
+}
+
+/**
+ * The Lipschitz proxy radius r = margin / (sqrt(2) L) of each example of any
+ * {@link InputSpace} (see {@link lipschitzProxy}): margins from the clean logits in batches of
+ * options.batchSize, L from space.localLipschitz (l_2, in the space's units: pixels or
+ * embedding units).
+ *
+ * @param who the caller's name in messages.
+ * @returns radii, margins, L and the misclassified count; leaves numTensors unchanged.
+ * @throws RangeError on a bad batch size, labels of the wrong length or range, or inputs the
+ *   space refuses.
+ * @example lipschitzProxyIn(embeddingSpace(model, { ids, mask }), labels).radii
+ */
+export function lipschitzProxyIn(
+  space: InputSpace,
+  labels: Labels,
+  options: LipschitzProxyOptions = {},
+  who = "lipschitzProxyIn",
+): LipschitzProxy {
   const batchSize = options.batchSize ?? 64;
   if (!Number.isInteger(batchSize) || batchSize < 1)
-    throw new RangeError(`lipschitzProxy: batchSize must be an integer >= 1, got ${batchSize}`);
-  checkInputs(x, [0, 1], "lipschitzProxy");
-  const n = x.shape[0] as number;
-  const y = labelTensor(labels, n, model.config.classes, "lipschitzProxy");
+    throw new RangeError(`${who}: batchSize must be an integer >= 1, got ${batchSize}`);
+  space.check(who);
+  const n = space.count;
+  const y = labelTensor(labels, n, space.classes, who);
   const truth = y.dataSync();
   y.dispose();
-  const logitsFn = inferenceLogits(model);
-  const c = model.config.classes;
+  const c = space.classes;
   const margins = new Float64Array(n);
   for (let start = 0; start < n; start += batchSize) {
     const size = Math.min(batchSize, n - start);
-    const z = tf.tidy(() => logitsFn(tf.slice(x, [start], [size])));
-    const data = z.dataSync();
-    z.dispose();
-    writeMargins(data, c, truth, start, size, margins);
+    const batch = space.batch(start, size);
+    try {
+      const z = tf.tidy(() => batch.cleanLogits());
+      const data = z.dataSync();
+      z.dispose();
+      writeMargins(data, c, truth, start, size, margins);
+    } finally {
+      batch.dispose();
+    }
   }
-  const lipschitz = networkLipschitz(model, x, { examplesPerPass: options.examplesPerPass });
+  const lipschitz = space.localLipschitz({ batchSize, examplesPerPass: options.examplesPerPass });
   return proxyFromMargins(margins, lipschitz);
 }
 

@@ -1,8 +1,11 @@
+import { ATTACK_DEFAULTS, defaultStepSize } from "./defaults.ts";
 import { checkClip, type ClipRange } from "./loss.ts";
 
+export { defaultStepSize };
+
 /**
- * The one check of the settings every attack takes (FGSM, PGD, their embedding-space
- * versions, evaluateRobustness and evaluateTextRobustness all call
+ * The one check of the settings every attack takes (every registered attack, in any input
+ * space, evaluateRobustness and evaluateTextRobustness all call
  * {@link resolveAttackOptions}), so that a radius, a step count or a clip range is refused
  * with the same words whichever attack it was given to. The CLI checks its flags first; this
  * is the library's own boundary.
@@ -20,7 +23,7 @@ export interface AttackSettings {
   norm?: AttackNorm;
   /** Radius, finite and >= 0, in input units; at most the input range's width (l_inf). */
   eps: number;
-  /** Ascent steps K, an integer >= 1 [10]. */
+  /** Ascent steps K, an integer >= 1 [ATTACK_DEFAULTS.steps = 10]. */
   steps?: number;
   /** Step size alpha, finite and >= 0; null/undefined = 2.5 * eps / steps. */
   stepSize?: number | null;
@@ -41,11 +44,6 @@ export interface ResolvedAttackSettings {
   randomStart: boolean;
   seed: number;
   clip: ClipRange;
-}
-
-/** The default step size rule, 2.5 * eps / steps (Madry et al. 2018). */
-export function defaultStepSize(eps: number, steps: number): number {
-  return (2.5 * eps) / steps;
 }
 
 /**
@@ -118,18 +116,18 @@ export function resolveAttackOptions(
   who: string,
   inputShape?: readonly number[],
 ): ResolvedAttackSettings {
-  const norm = options.norm ?? "linf";
+  const norm = options.norm ?? ATTACK_DEFAULTS.norm;
   if (!ATTACK_NORMS.includes(norm))
     throw new RangeError(`${who}: norm must be linf or l2, got ${String(norm)}`);
   const clip = options.clip ?? ([0, 1] as const);
   checkClip(clip, who);
   const eps = checkEps(options.eps, norm, clip, who, inputShape);
-  const steps = checkCount(options.steps ?? 10, "steps", who);
+  const steps = checkCount(options.steps ?? ATTACK_DEFAULTS.steps, "steps", who);
   const stepSize = options.stepSize ?? defaultStepSize(eps, steps);
   if (typeof stepSize !== "number" || !Number.isFinite(stepSize) || stepSize < 0)
     throw new RangeError(`${who}: stepSize must be a finite number >= 0, got ${String(stepSize)}`);
-  const seed = options.seed ?? 0;
+  const seed = options.seed ?? ATTACK_DEFAULTS.seed;
   if (typeof seed !== "number" || !Number.isFinite(seed))
     throw new RangeError(`${who}: seed must be a finite number, got ${String(seed)}`);
-  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? true, seed, clip };
+  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart, seed, clip };
 }

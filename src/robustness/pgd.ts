@@ -12,6 +12,9 @@ import {
   type Labels,
   type ZeroGradientFn,
 } from "./loss.ts";
+import { lossGradient } from "./inputSpace.ts";
+import type { AttackContext, AttackSpec } from "./registry.ts";
+import { ATTACK_DEFAULTS } from "./defaults.ts";
 import {
   ATTACK_NORMS,
   defaultStepSize,
@@ -48,6 +51,11 @@ export interface PgdOptions {
    * replaying a run). It is projected onto the ball, added and clipped like the random one.
    */
   start?: tf.Tensor;
+  /**
+   * Zeroes the entries of the random start offset that must not move (an input space's
+   * mask, e.g. padding rows of text), as a new tensor; absent = every entry may move.
+   */
+  maskStart?: (offset: tf.Tensor) => tf.Tensor;
   /**
    * Where the one warning of a call goes (some example's gradient was exactly zero at one or
    * more steps, in either norm) [console.warn].
@@ -104,8 +112,10 @@ export function pgdWithGradient(
   if (options.start !== undefined) current = startFn(x, options.start, o.eps, o.clip);
   else if (o.randomStart) {
     const offset = (o.norm === "linf" ? randomOffsetLinf : randomOffsetL2)(x.shape, o.eps, o.seed);
-    current = startFn(x, offset, o.eps, o.clip);
-    offset.dispose();
+    const mask = options.maskStart;
+    const masked = mask === undefined ? offset : tf.tidy(() => mask(offset));
+    current = startFn(x, masked, o.eps, o.clip);
+    tf.dispose(masked === offset ? [offset] : [offset, masked]);
   } else current = tf.clone(x);
   for (let k = 0; k < o.steps; k++) {
     const g = gradient(current);
@@ -147,6 +157,8 @@ export function pgdWithGradient(
  * @returns adversarial inputs, float32, x's shape (caller disposes); ||x_adv - x|| <= eps in
  *   the chosen norm and inside the clip range. eps 0 returns x's values exactly.
  * @throws RangeError/TypeError on bad options, labels or inputs (see pgdWithGradient).
+ * @example pgd(model, images, labels, { eps: 8 / 255, steps: 10 }) // l_inf, random start, seed 0
+ * @see PGD_ATTACK, the registered attack, and {@link pgdIn} for any input space.
  */
 export function pgd(
   model: TransformerClassifier,
@@ -161,3 +173,50 @@ export function pgd(
     y.dispose();
   }
 }
+
+/**
+ * PGD in any input space: random start in the ball (masked where the batch may not move),
+ * `steps` ascent steps on the (masked) loss gradient, each projected onto the eps-ball around
+ * batch.x and clipped to batch.clip (no clipping for embeddings). Returns the last iterate.
+ *
+ * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
+ * @example pgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1 }, "me"), who: "pgd" })
+ */
+export function pgdIn(context: AttackContext): tf.Tensor {
+  const { batch, labels, settings } = context;
+  return pgdWithGradient(lossGradient(batch, labels), batch.x, {
+    ...settings,
+    maskStart: batch.mask ?? undefined,
+    onWarning: context.onWarning,
+    onZeroGradient: context.onZeroGradient,
+  });
+}
+
+/**
+ * PGD: projected gradient descent, untargeted, with random start; returns the last iterate
+ * (as torchattacks does).
+ *
+ * Paper: Madry, Makelov, Schmidt, Tsipras and Vladu 2018, "Towards Deep Learning Models
+ * Resistant to Adversarial Attacks", ICLR. Norm: l_inf (steps along sign(g), projection onto
+ * the box) or l_2 (steps along g / ||g||_2 per example, projection onto the ball), g the
+ * gradient of the cross-entropy of the TRUE label, model in inference mode.
+ * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10], stepSize
+ * [2.5 * eps / steps], randomStart [true: l_inf uniform in the box, l_2 uniform in the
+ * ball], seed [0] (evaluation derives one stream per batch and radius from it).
+ * Input range: images in the clip range ([0, 1]), every iterate clipped to it; token
+ * embeddings unbounded (no clipping), padding rows never moved.
+ * Shapes: x float32 [b, ...] (images [b, H, W, C] or [b, H*W*C]; embeddings [b, n, d]),
+ * labels [b]; returns x's shape.
+ */
+export const PGD_ATTACK: AttackSpec = {
+  name: "pgd",
+  label: "PGD",
+  summary: "projected gradient ascent from a random start, the last iterate",
+  options: {
+    steps: { default: ATTACK_DEFAULTS.steps, help: "ascent steps" },
+    stepSize: { default: ATTACK_DEFAULTS.stepSize, help: "step size (null: 2.5 * eps / steps)" },
+    randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
+    seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
+  },
+  run: pgdIn,
+};

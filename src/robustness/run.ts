@@ -3,7 +3,7 @@ import { tf, useBackend } from "../backend.ts";
 import { UsageError } from "../cli/errors.ts";
 import { progressLine } from "../cli/progressLine.ts";
 import { formatNumber, renderTable } from "../cli/table.ts";
-import { DEFAULT_EPS, type AttackFlags } from "../cli/attackCommand.ts";
+import type { AttackFlags } from "../cli/attackCommand.ts";
 import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
@@ -19,6 +19,11 @@ import { summarize } from "../stats.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { evaluateRobustness } from "./evaluate.ts";
 import { lipschitzProxy } from "./lipschitzProxy.ts";
+import { AttackFileSchema, type AttackRecord } from "./attackFile.ts";
+import { ATTACK_DEFAULTS } from "./defaults.ts";
+import { attackLabel } from "./registry.ts";
+
+export type { AttackRecord };
 
 /**
  * What `attnlip attack` was asked to do (validated flags plus the checkpoint folder). Every
@@ -36,50 +41,11 @@ export type AttackRun = Partial<AttackFlags> & {
 };
 
 /**
- * Default radii for text models, in embedding units (token embeddings of text-tiny have l_2
- * norms of order 1 per token after training; the l_2 radius is over the whole sequence).
+ * Default radii for text models, in embedding units (ATTACK_DEFAULTS.eps.text: token
+ * embeddings of text-tiny have l_2 norms of order 1 per token after training; the l_2 radius
+ * is over the whole sequence).
  */
-export const DEFAULT_TEXT_EPS: Record<"linf" | "l2", number[]> = {
-  linf: [0, 0.01, 0.02, 0.05],
-  l2: [0, 0.25, 0.5, 1],
-};
-
-/** The attack.json document (the report reads it). */
-export interface AttackFile {
-  model: unknown;
-  source: string;
-  data: string;
-  /** Which test examples were attacked (the checkpoint's held-out split for a checkpoint). */
-  split?: EvaluationSplit;
-  n: number;
-  norm: "linf" | "l2";
-  steps: number;
-  /** null = the default rule 2.5 * eps / steps. */
-  stepSize: number | null;
-  seed: number;
-  cleanAccuracy: number;
-  /**
-   * Robust accuracy per eps; null for an attack that was not run. zeroGradient: per attack,
-   * the fraction of the n inputs in [0, 1] whose loss gradient was exactly zero where the
-   * attack looked (FGSM: at x; PGD: at one or more steps), null when the attack did not run
-   * (eps 0, or not asked for). Above 0, robust accuracy there reflects gradient masking.
-   */
-  results: {
-    eps: number;
-    pgd: number | null;
-    fgsm: number | null;
-    zeroGradient: { pgd: number | null; fgsm: number | null };
-  }[];
-  /** l_2 radii margin / (sqrt(2) L) (input units), 0 for misclassified examples. */
-  proxy: {
-    median: number | null;
-    q1: number | null;
-    q3: number | null;
-    misclassified: number;
-    radii: (number | null)[];
-  };
-  seconds: number;
-}
+export const DEFAULT_TEXT_EPS = ATTACK_DEFAULTS.eps.text;
 
 const percent = (v: number | null | undefined) =>
   v === null || v === undefined ? "-" : `${(100 * v).toFixed(2)}%`;
@@ -90,17 +56,19 @@ const percent = (v: number | null | undefined) =>
  * evaluateTextRobustness and textLipschitzProxy (text, token-embedding space, padding rows
  * untouched, no clipping), prints the table and the proxy line, and writes attack.json
  * atomically (to run.out, else CHECKPOINT/attack.json; not at all for a random init without
- * --out). Same attack.json schema for both; eps and radii are in input units (pixels) or
+ * --out). Same attack.json schema for both (attackFile.ts: robust accuracy and zero-gradient
+ * fraction per registered attack and eps); eps and radii are in input units (pixels) or
  * embedding units (text).
  *
  * @throws UsageError on image data for a text model (or text data for a ViT), data whose
  *   images do not fit the model, or an l_2 eps above sqrt(H W C); CheckpointError (an
  *   InputError) on a missing or broken checkpoint; InputError on unreadable text data, a
  *   missing column or an unknown label.
+ * @example await runAttack({ checkpoint: "runs/jasmin", eps: [0, 0.05], attacks: ["pgd"] }) // writes runs/jasmin/attack.json
  */
-export async function runAttack(request: AttackRun): Promise<AttackFile> {
+export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   const started = performance.now();
-  const defaults = parseAttackDefaults();
+  const defaults = attackRunDefaults();
   const given = Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as AttackRun;
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
@@ -128,7 +96,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
   const run = {
     ...partial,
     data: given.data ?? trained?.spec ?? (text ? "spam" : "mnist"),
-    eps: given.eps ?? (text ? DEFAULT_TEXT_EPS : DEFAULT_EPS)[partial.norm],
+    eps: given.eps ?? [...ATTACK_DEFAULTS.eps[text ? "text" : "image"][partial.norm]],
   };
   try {
     if (text && !isTextDataSpec(run.data))
@@ -139,30 +107,28 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
     if (text) prepared = await prepareText(model as unknown as TextClassifier, run, source, tokenizer, trained);
     else prepared = await prepareImages(model, run, source, trained);
     const { evaluation, proxy, count, spec, split } = prepared;
+    const attacks = [...new Set(run.attacks)];
     const results = evaluation.results.map((r) => ({
       eps: r.eps,
-      pgd: r.pgd?.robustAccuracy ?? null,
-      fgsm: r.fgsm?.robustAccuracy ?? null,
-      zeroGradient: {
-        pgd: r.pgd?.zeroGradientFraction ?? null,
-        fgsm: r.fgsm?.zeroGradientFraction ?? null,
-      },
+      robust: Object.fromEntries(attacks.map((a) => [a, r.attacks[a]?.robustAccuracy ?? null])),
+      zeroGradient: Object.fromEntries(
+        attacks.map((a) => [a, r.attacks[a]?.zeroGradientFraction ?? null]),
+      ),
     }));
     console.log(
       renderTable(
-        ["eps", "FGSM robust acc", "PGD robust acc", "clean acc"],
+        ["eps", ...attacks.map((a) => `${attackLabel(a)} robust acc`), "clean acc"],
         results.map((r) => [
           formatNumber(r.eps),
-          percent(r.fgsm),
-          percent(r.pgd),
+          ...attacks.map((a) => percent(r.robust[a])),
           percent(evaluation.cleanAccuracy),
         ]),
       ),
     );
     const masked = results.flatMap((r) =>
-      (["fgsm", "pgd"] as const)
+      attacks
         .filter((a) => (r.zeroGradient[a] ?? 0) > 0)
-        .map((a) => `${a.toUpperCase()} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`),
+        .map((a) => `${attackLabel(a)} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`),
     );
     if (masked.length > 0)
       console.error(
@@ -174,7 +140,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
       `Lipschitz proxy radius (l_2 in ${text ? "embedding" : "input"} units, margin / (sqrt(2) L), local: a proxy, not a certificate): median ${formatNumber(s?.median)}` +
         ` (q1 ${formatNumber(s?.q1)}, q3 ${formatNumber(s?.q3)}); ${proxy.misclassified} of ${count} misclassified (radius 0)`,
     );
-    const doc: AttackFile = {
+    const doc: AttackRecord = {
       model: model.config,
       source: run.checkpoint ?? source,
       data: spec,
@@ -195,6 +161,7 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
       },
       seconds: (performance.now() - started) / 1000,
     };
+    AttackFileSchema.parse(doc); // the reader's schema: what is written can be read back
     const out =
       run.out ?? (run.checkpoint !== undefined ? join(run.checkpoint, "attack.json") : undefined);
     if (out !== undefined) {
@@ -207,21 +174,22 @@ export async function runAttack(request: AttackRun): Promise<AttackFile> {
   }
 }
 
-/** Flag defaults (the CLI's), with `eps` and `data` resolved later by model kind. */
-function parseAttackDefaults(): AttackFlags {
+/** Flag defaults (the CLI's, from ATTACK_DEFAULTS), with `eps` and `data` resolved later by model kind. */
+function attackRunDefaults(): AttackFlags {
+  const d = ATTACK_DEFAULTS;
   return {
-    model: "vit-tiny",
+    model: d.model,
     randomInit: false,
-    data: "mnist",
-    norm: "linf",
-    eps: DEFAULT_EPS.linf,
-    steps: 10,
-    stepSize: null,
-    n: 64,
-    batch: 32,
-    seed: 0,
-    attacks: ["fgsm", "pgd"],
-    backend: "wasm",
+    data: d.data,
+    norm: d.norm,
+    eps: [...d.eps.image[d.norm]],
+    steps: d.steps,
+    stepSize: d.stepSize,
+    n: d.n,
+    batch: d.batch,
+    seed: d.seed,
+    attacks: [...d.attacks],
+    backend: d.backend,
   };
 }
 

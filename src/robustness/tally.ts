@@ -1,4 +1,6 @@
 import { tf } from "../backend.ts";
+import { ATTACK_DEFAULTS } from "./defaults.ts";
+import { attackNames } from "./registry.ts";
 import type {
   AttackName,
   AttackOutcome,
@@ -8,21 +10,23 @@ import type {
 } from "./evaluate.ts";
 
 /**
- * The attacks an evaluation runs (fgsm and/or pgd, both by default, duplicates dropped), after
- * checking that at least one eps is given.
+ * The attacks an evaluation runs (registered names; ATTACK_DEFAULTS.attacks = fgsm and pgd by
+ * default; duplicates dropped), after checking that at least one eps is given.
  *
- * @throws RangeError naming `who` on an unknown attack or an empty eps list.
+ * @throws RangeError naming `who` on an attack that is not registered or an empty eps list.
+ * @example resolveAttacks({ attack: ["pgd", "pgd"], eps: [0.1] }, "me") // ["pgd"]
  */
 export function resolveAttacks(
   options: Pick<EvaluateRobustnessOptions, "attack" | "eps">,
   who: string,
 ): AttackName[] {
   const asked: readonly AttackName[] =
-    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ["fgsm", "pgd"]);
+    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ATTACK_DEFAULTS.attacks);
   const attacks = [...new Set(asked)];
-  if (attacks.length === 0 || !attacks.every((a) => a === "fgsm" || a === "pgd"))
+  const known = attackNames();
+  if (attacks.length === 0 || !attacks.every((a) => known.includes(a)))
     throw new RangeError(
-      `${who}: attack must be fgsm and/or pgd, got ${JSON.stringify(options.attack)}`,
+      `${who}: attack must be one or more of ${known.join(", ")}, got ${JSON.stringify(options.attack)}`,
     );
   if (!Array.isArray(options.eps) || options.eps.length === 0)
     throw new RangeError(`${who}: give at least one eps`);
@@ -37,8 +41,8 @@ export function resolveAttacks(
  */
 export class AttackTally {
   readonly cleanCorrect: Uint8Array;
-  private readonly success: { fgsm: Uint8Array; pgd: Uint8Array }[];
-  private readonly zeroGradient: { fgsm: Uint8Array; pgd: Uint8Array }[];
+  private readonly success: Map<AttackName, Uint8Array>[];
+  private readonly zeroGradient: Map<AttackName, Uint8Array>[];
   private done = 0;
   private warned = false;
   private readonly started = performance.now();
@@ -58,8 +62,9 @@ export class AttackTally {
     private readonly onWarning?: (message: string) => void,
   ) {
     this.cleanCorrect = new Uint8Array(n);
-    this.success = eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
-    this.zeroGradient = eps.map(() => ({ fgsm: new Uint8Array(n), pgd: new Uint8Array(n) }));
+    const flags = () => new Map(attacks.map((a) => [a, new Uint8Array(n)]));
+    this.success = eps.map(flags);
+    this.zeroGradient = eps.map(flags);
   }
 
   /** Passes the first warning of the evaluation on (console.warn by default); drops the rest. */
@@ -98,14 +103,14 @@ export class AttackTally {
     this.eps.forEach((eps, e) => {
       if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
       for (const name of this.attacks) {
-        const adv = attack(name, e, eps, (zero) => this.zeroGradient[e][name].set(zero, start));
+        const adv = attack(name, e, eps, (zero) => this.zeroGradient[e].get(name)!.set(zero, start));
         let predicted: Int32Array;
         try {
           predicted = predict(adv);
         } finally {
           adv.dispose();
         }
-        const out = this.success[e][name];
+        const out = this.success[e].get(name)!;
         for (let i = 0; i < size; i++)
           out[start + i] = this.cleanCorrect[start + i] === 1 && predicted[i] !== labels[i] ? 1 : 0;
         this.onProgress?.(++this.done, total);
@@ -113,7 +118,7 @@ export class AttackTally {
     });
   }
 
-  /** The evaluation's result; `stepSize(eps, e)` gives the PGD step used at each eps. */
+  /** The evaluation's result; `stepSize(eps, e)` gives the iterative attacks' step at each eps. */
   result(stepSize: (eps: number, e: number) => number): RobustnessEvaluation {
     const correct = this.cleanCorrect.reduce((a, c) => a + c, 0);
     const count = (flags: Uint8Array) => flags.reduce((a, c) => a + c, 0);
@@ -124,9 +129,9 @@ export class AttackTally {
       zeroGradientFraction: ran ? count(zero) / this.n : null,
     });
     const results = this.eps.map((eps, e) => {
-      const r: RobustnessAtEps = { eps, stepSize: stepSize(eps, e) };
+      const r: RobustnessAtEps = { eps, stepSize: stepSize(eps, e), attacks: {} };
       for (const a of this.attacks)
-        r[a] = outcome(this.success[e][a], this.zeroGradient[e][a], eps > 0);
+        r.attacks[a] = outcome(this.success[e].get(a)!, this.zeroGradient[e].get(a)!, eps > 0);
       return r;
     });
     return {

@@ -88,9 +88,9 @@ test("eps 0 gives the clean accuracy exactly, and the attacks return x unchanged
       batchSize: 24,
     });
     assert.equal(ev.cleanAccuracy, accuracyOf(x));
-    assert.equal(ev.results[0].pgd!.robustAccuracy, ev.cleanAccuracy);
-    assert.equal(ev.results[0].fgsm!.robustAccuracy, ev.cleanAccuracy);
-    assert.ok(ev.results[0].pgd!.success.every((s) => s === 0));
+    assert.equal(ev.results[0].attacks.pgd!.robustAccuracy, ev.cleanAccuracy);
+    assert.equal(ev.results[0].attacks.fgsm!.robustAccuracy, ev.cleanAccuracy);
+    assert.ok(ev.results[0].attacks.pgd!.success.every((s) => s === 0));
     const p = pgd(model, x, labels, { norm, eps: 0, steps: 3, seed: 5 });
     const f = fgsm(model, x, labels, { norm, eps: 0 });
     assert.deepEqual(p.dataSync(), clean, `${norm} pgd eps 0`);
@@ -123,22 +123,22 @@ test("PGD's robust accuracy is at most FGSM's at the same eps (same examples), a
       batchSize: 32,
     });
     noStart.results.forEach((r, i) => {
-      const f = r.fgsm!.robustAccuracy;
+      const f = r.attacks.fgsm!.robustAccuracy;
       assert.ok(
-        r.pgd!.robustAccuracy <= f,
-        `${norm} eps ${r.eps}: pgd ${r.pgd!.robustAccuracy} > fgsm ${f}`,
+        r.attacks.pgd!.robustAccuracy <= f,
+        `${norm} eps ${r.eps}: pgd ${r.attacks.pgd!.robustAccuracy} > fgsm ${f}`,
       );
       assert.ok(
-        random.results[i].pgd!.robustAccuracy <= f,
+        random.results[i].attacks.pgd!.robustAccuracy <= f,
         `${norm} eps ${r.eps}: random-start pgd > fgsm`,
       );
-      assert.equal(random.results[i].fgsm, undefined, "only the asked attack runs");
+      assert.equal(random.results[i].attacks.fgsm, undefined, "only the asked attack runs");
       // success = clean correct and broken
-      for (let e = 0; e < N; e++) if (r.pgd!.success[e]) assert.equal(noStart.cleanCorrect[e], 1);
+      for (let e = 0; e < N; e++) if (r.attacks.pgd!.success[e]) assert.equal(noStart.cleanCorrect[e], 1);
     });
     const last = noStart.results.at(-1)!;
     assert.ok(
-      last.pgd!.robustAccuracy < noStart.cleanAccuracy,
+      last.attacks.pgd!.robustAccuracy < noStart.cleanAccuracy,
       `${norm}: PGD breaks some examples`,
     );
   }
@@ -194,7 +194,7 @@ test("evaluateRobustness leaves tf.memory().numTensors unchanged and reports pro
     batchSize: 20,
     seed: 4,
   });
-  assert.deepEqual(again.results[2].pgd!.success, ev.results[2].pgd!.success);
+  assert.deepEqual(again.results[2].attacks.pgd!.success, ev.results[2].attacks.pgd!.success);
 });
 
 test("bad options, labels and inputs throw RangeError / TypeError", () => {

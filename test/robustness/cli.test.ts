@@ -201,13 +201,14 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.equal(doc.results.length, 2);
   assert.deepEqual(doc.results[0], {
     eps: 0,
-    pgd: doc.cleanAccuracy,
-    fgsm: doc.cleanAccuracy,
-    zeroGradient: { pgd: null, fgsm: null }, // no attack ran at eps 0
+    robust: { fgsm: doc.cleanAccuracy, pgd: doc.cleanAccuracy },
+    zeroGradient: { fgsm: null, pgd: null }, // no attack ran at eps 0
   });
-  assert.ok(doc.results[1].pgd <= doc.cleanAccuracy && doc.results[1].fgsm <= doc.cleanAccuracy);
+  assert.ok(
+    doc.results[1].robust.pgd <= doc.cleanAccuracy && doc.results[1].robust.fgsm <= doc.cleanAccuracy,
+  );
   // The fraction of inputs whose loss gradient was exactly zero, per attack (a trained model: none).
-  assert.deepEqual(doc.results[1].zeroGradient, { pgd: 0, fgsm: 0 });
+  assert.deepEqual(doc.results[1].zeroGradient, { fgsm: 0, pgd: 0 });
   assert.equal(doc.proxy.radii.length, 16);
   assert.ok(doc.proxy.radii.every((v: number) => v >= 0));
   assert.ok(doc.proxy.q1 <= doc.proxy.median && doc.proxy.median <= doc.proxy.q3);
@@ -218,8 +219,8 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.equal(rd.norm, "l2");
   assert.equal(rd.stepSize, 0.3);
   assert.match(rd.source, /vit-tiny \(random init, seed 0\)/);
-  assert.equal(rd.results[0].fgsm, null);
-  assert.equal(typeof rd.results[0].pgd, "number");
-  assert.equal(rd.results[0].zeroGradient.fgsm, null, "FGSM was not run");
+  assert.equal(rd.results[0].robust.fgsm, undefined, "FGSM was not run");
+  assert.equal(typeof rd.results[0].robust.pgd, "number");
+  assert.equal(rd.results[0].zeroGradient.fgsm, undefined, "FGSM was not run");
   assert.equal(typeof rd.results[0].zeroGradient.pgd, "number");
 });

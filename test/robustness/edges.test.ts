@@ -221,11 +221,11 @@ for (const norm of ["linf", "l2"] as const) {
     });
     assert.equal(r.cleanAccuracy, 1);
     for (const a of ["fgsm", "pgd"] as const) {
-      assert.equal(r.results[0][a]!.zeroGradientFraction, null, `${a} eps 0`);
-      assert.deepEqual(Array.from(r.results[0][a]!.zeroGradient), [0, 0, 0, 0]);
-      assert.equal(r.results[1][a]!.zeroGradientFraction, 0.5, `${a} eps 0.3`);
+      assert.equal(r.results[0].attacks[a]!.zeroGradientFraction, null, `${a} eps 0`);
+      assert.deepEqual(Array.from(r.results[0].attacks[a]!.zeroGradient), [0, 0, 0, 0]);
+      assert.equal(r.results[1].attacks[a]!.zeroGradientFraction, 0.5, `${a} eps 0.3`);
       assert.deepEqual(
-        Array.from(r.results[1][a]!.zeroGradient),
+        Array.from(r.results[1].attacks[a]!.zeroGradient),
         [1, 0, 1, 0],
         `${a} flags across batches`,
       );

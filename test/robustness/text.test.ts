@@ -118,10 +118,10 @@ test("evaluateTextRobustness: eps 0 is the clean accuracy, robust <= clean; the 
     batchSize: 3,
   });
   assert.equal(r.cleanAccuracy, 0.75);
-  assert.equal(r.results[0].pgd!.robustAccuracy, 0.75);
+  assert.equal(r.results[0].attacks.pgd!.robustAccuracy, 0.75);
   for (const x of r.results)
-    assert.ok(x.pgd!.robustAccuracy <= 0.75 && x.fgsm!.robustAccuracy <= 0.75);
-  assert.ok(r.results[2].pgd!.robustAccuracy <= r.results[1].pgd!.robustAccuracy);
+    assert.ok(x.attacks.pgd!.robustAccuracy <= 0.75 && x.attacks.fgsm!.robustAccuracy <= 0.75);
+  assert.ok(r.results[2].attacks.pgd!.robustAccuracy <= r.results[1].attacks.pgd!.robustAccuracy);
   const p = textLipschitzProxy(m, inputs, labels, { batchSize: 2 });
   const L = networkLipschitz(m, inputs.ids, { mask: inputs.mask });
   assert.equal(p.misclassified, 1);
@@ -179,7 +179,7 @@ test("programmatic train / runAnalyze / runAttack on spam (tiny text model)", as
       attack.results.map((x) => x.eps),
       [0, 0.25, 0.5, 1],
     );
-    assert.equal(attack.results[0].pgd, attack.cleanAccuracy);
+    assert.equal(attack.results[0].robust.pgd, attack.cleanAccuracy);
     assert.equal(attack.proxy.radii.length, 8);
     assert.ok(existsSync(join(out, "attack.json")));
     await assert.rejects(

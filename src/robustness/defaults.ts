@@ -1,0 +1,60 @@
+/**
+ * The one source of attack defaults: the library's option resolution
+ * ({@link resolveAttackOptions}), the registered attacks' option tables, `runAttack` and the
+ * `attnlip attack` command (its parser and its --help text) all read them from here.
+ */
+
+/** Threat model names (kept here so that the defaults need no other module). */
+export type DefaultNorm = "linf" | "l2";
+
+/** Default radii when none are given, by input kind and norm (input units: pixels in [0, 1], or embedding units). */
+export interface DefaultRadii {
+  /** Images in [0, 1]. */
+  image: Record<DefaultNorm, number[]>;
+  /**
+   * Token embeddings of text models (embedding units; token embeddings of text-tiny have l_2
+   * norms of order 1 per token after training; the l_2 radius is over the whole sequence).
+   */
+  text: Record<DefaultNorm, number[]>;
+}
+
+/**
+ * Defaults of every attack setting and of the attack command.
+ *
+ * @example ATTACK_DEFAULTS.steps // 10
+ * @example ATTACK_DEFAULTS.eps.text.l2 // [0, 0.25, 0.5, 1]
+ */
+export const ATTACK_DEFAULTS = Object.freeze({
+  /** Threat model. */
+  norm: "linf" as DefaultNorm,
+  /** Radii by input kind and norm. */
+  eps: Object.freeze({
+    image: { linf: [0, 0.05, 0.1, 0.2], l2: [0, 0.5, 1, 2] },
+    text: { linf: [0, 0.01, 0.02, 0.05], l2: [0, 0.25, 0.5, 1] },
+  }) as Readonly<DefaultRadii>,
+  /** Ascent steps of iterative attacks (PGD). */
+  steps: 10,
+  /** Step size of iterative attacks; null = the rule 2.5 * eps / steps. */
+  stepSize: null as number | null,
+  /** Start iterative attacks from a random point of the ball. */
+  randomStart: true,
+  /** Seed of random starts (and of --random-init / the data split in the command). */
+  seed: 0,
+  /** Attacks run when none are named, in this order. */
+  attacks: Object.freeze(["fgsm", "pgd"]) as readonly string[],
+  /** Examples per forward/backward pass. */
+  batch: 32,
+  /** Test examples attacked by the command. */
+  n: 64,
+  /** Model preset of the command with --random-init. */
+  model: "vit-tiny",
+  /** Data of the command (a checkpoint: its own data; a text model: spam). */
+  data: "mnist",
+  /** tfjs backend of the command. */
+  backend: "wasm" as const,
+});
+
+/** The default step size rule, 2.5 * eps / steps (Madry et al. 2018). */
+export function defaultStepSize(eps: number, steps: number): number {
+  return (2.5 * eps) / steps;
+}

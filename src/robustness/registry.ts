@@ -1,0 +1,153 @@
+import type { tf } from "../backend.ts";
+import type { InputBatch, InputSpace } from "./inputSpace.ts";
+import type { ZeroGradientFn } from "./loss.ts";
+import type { ResolvedAttackSettings } from "./options.ts";
+import { FGSM_ATTACK } from "./fgsm.ts";
+import { PGD_ATTACK } from "./pgd.ts";
+
+/**
+ * The attack registry: every attack registers once, by name, with what it reads of the shared
+ * settings (and their defaults) and a `run` that works in any {@link InputSpace}. The
+ * evaluation (evaluateRobustness, evaluateTextRobustness), the `attnlip attack` command (its
+ * --attack choices and --help), attack.json (`robust` and `zeroGradient` per attack), the
+ * report's columns and the demo all take the list from here. Adding an attack is one file
+ * (torchattacks style: its docstring names the paper, the norm, the arguments with defaults,
+ * the input range and the shapes) and one {@link registerAttack} call (built-ins: the list at
+ * the end of this file).
+ */
+
+/** The shared settings an attack may read (beside norm and eps, which every attack takes). */
+export type AttackSettingName = "steps" | "stepSize" | "randomStart" | "seed";
+
+/** One setting an attack reads, with its default (from ATTACK_DEFAULTS) and a line of help. */
+export interface AttackOptionSpec {
+  default: number | boolean | null;
+  help: string;
+}
+
+/** What an attack's `run` gets for one batch at one radius. */
+export interface AttackContext {
+  /** The batch: its clean point x, logits, padding mask and clip range. */
+  batch: InputBatch;
+  /** The input space's kind ("image": clipped to batch.clip; "embedding": padding masked, no clipping). */
+  kind: InputSpace["kind"];
+  /** True classes, int32 [b] (kept by the caller). */
+  labels: tf.Tensor;
+  /** Checked settings; seed is already this batch's and radius's own stream. */
+  settings: ResolvedAttackSettings;
+  /** The attack's name in messages (e.g. "fgsm", "fgsmEmbedding"). */
+  who: string;
+  /** Where the one warning of a call goes [console.warn]. */
+  onWarning?: (message: string) => void;
+  /** Gets the per-example flags [b]: 1 where the loss gradient was exactly zero where the attack looked. */
+  onZeroGradient?: ZeroGradientFn;
+}
+
+/** A registered attack. */
+export interface AttackSpec {
+  /** Name on the command line and in attack.json: lower case letters, digits and "-" (not "both" or "all"). */
+  name: string;
+  /** Name in tables and charts, e.g. "PGD". */
+  label: string;
+  /** One line for --help. */
+  summary: string;
+  /** The settings it reads beyond norm and eps, with defaults. */
+  options: Readonly<Partial<Record<AttackSettingName, AttackOptionSpec>>>;
+  /**
+   * Adversarial inputs for one batch: float32, batch.x's shape, within eps of batch.x in
+   * settings.norm, inside batch.clip, unchanged where batch.mask zeroes (a new tensor the
+   * caller disposes; batch.x is not disposed).
+   */
+  run(context: AttackContext): tf.Tensor;
+}
+
+const REGISTRY = new Map<string, AttackSpec>();
+
+/** Words the command reserves for sets of attacks. */
+const RESERVED = new Set(["both", "all"]);
+
+/**
+ * Registers an attack under its name.
+ *
+ * @returns the spec.
+ * @throws RangeError when the name is malformed, reserved ("both", "all") or taken.
+ * @example
+ * registerAttack({
+ *   name: "noise", label: "noise", summary: "random signs", options: {},
+ *   run: ({ batch, settings }) => tf.tidy(() => tf.clipByValue(
+ *     tf.add(batch.x, tf.mul(settings.eps, tf.sign(tf.randomNormal(batch.x.shape)))), ...batch.clip)),
+ * });
+ */
+export function registerAttack(spec: AttackSpec): AttackSpec {
+  if (typeof spec.name !== "string" || !/^[a-z][a-z0-9-]*$/.test(spec.name))
+    throw new RangeError(
+      `registerAttack: name must be lower-case letters, digits and "-", starting with a letter, got ${JSON.stringify(spec.name)}`,
+    );
+  if (RESERVED.has(spec.name))
+    throw new RangeError(`registerAttack: "${spec.name}" is reserved for a set of attacks`);
+  if (REGISTRY.has(spec.name))
+    throw new RangeError(`registerAttack: an attack named "${spec.name}" is already registered`);
+  if (typeof spec.run !== "function")
+    throw new RangeError(`registerAttack: ${spec.name}: run must be a function`);
+  REGISTRY.set(spec.name, spec);
+  return spec;
+}
+
+/**
+ * Removes a registered attack (tests, plug-ins); built-ins may be removed too.
+ *
+ * @returns whether it was registered.
+ * @example unregisterAttack("noise") // true after the example of registerAttack
+ */
+export function unregisterAttack(name: string): boolean {
+  return REGISTRY.delete(name);
+}
+
+/**
+ * The registered attacks' names, in registration order (built-ins: pgd, fgsm).
+ *
+ * @example attackNames() // ["pgd", "fgsm"]
+ */
+export function attackNames(): string[] {
+  return [...REGISTRY.keys()];
+}
+
+/**
+ * The registered attack of that name.
+ *
+ * @throws RangeError naming `who` and the registered names when there is none.
+ * @example attackSpec("pgd").label // "PGD"
+ */
+export function attackSpec(name: string, who = "attackSpec"): AttackSpec {
+  const spec = REGISTRY.get(name);
+  if (spec === undefined)
+    throw new RangeError(
+      `${who}: unknown attack ${JSON.stringify(name)} (registered: ${attackNames().join(", ")})`,
+    );
+  return spec;
+}
+
+/**
+ * The label of an attack in tables and charts: the registered label, else the name in upper
+ * case (an attack.json written where more attacks were registered).
+ *
+ * @example attackLabel("fgsm") // "FGSM"
+ */
+export function attackLabel(name: string): string {
+  return REGISTRY.get(name)?.label ?? name.toUpperCase();
+}
+
+/**
+ * Attack names in display order: registered ones in registration order, then unknown ones in
+ * the order given.
+ *
+ * @example orderAttacks(["fgsm", "apgd", "pgd"]) // ["pgd", "fgsm", "apgd"] (apgd not registered)
+ */
+export function orderAttacks(names: Iterable<string>): string[] {
+  const set = new Set(names);
+  return [...attackNames().filter((n) => set.has(n)), ...[...set].filter((n) => !REGISTRY.has(n))];
+}
+
+// The built-in attacks. Adding one: a file like pgd.ts exporting its spec, and a line here.
+registerAttack(PGD_ATTACK);
+registerAttack(FGSM_ATTACK);
