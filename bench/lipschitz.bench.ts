@@ -6,7 +6,7 @@ import { loadEmbeddedMnist, takeExamples } from "../src/data/mnist.ts";
 import { networkBounds } from "../src/lipschitz/networkBounds.ts";
 import { networkLipschitz } from "../src/lipschitz/truth/inputJacobian.ts";
 import { blockLipschitz } from "../src/lipschitz/truth/powerIteration.ts";
-import { renderTable } from "../src/cli/table.ts";
+import { renderTable } from "../src/util/table.ts";
 import { timeMs } from "./timing.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { EigenvalueDecomposition, Matrix } from "ml-matrix";
 import { tf, useBackend } from "../src/backend.ts";
 import { sigmaRows, softmaxRow } from "../src/softmax/index.ts";
-import { renderTable } from "../src/cli/table.ts";
+import { renderTable } from "../src/util/table.ts";
 import { timeMs } from "./timing.ts";
 import { mulberry32 } from "../src/nn/prng.ts";
 

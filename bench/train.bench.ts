@@ -4,7 +4,7 @@ import { loadEmbeddedMnist, takeExamples } from "../src/data/mnist.ts";
 import { trainStep } from "../src/train/trainer.ts";
 import { AdamW } from "../src/train/optimizer.ts";
 import type { JasminNorm } from "../src/train/jasmin.ts";
-import { renderTable } from "../src/cli/table.ts";
+import { renderTable } from "../src/util/table.ts";
 import { timeMs } from "./timing.ts";
 
 /**

@@ -11,7 +11,7 @@ import {
 } from "../lipschitz/truth/powerIteration.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import { summarize, type Summary } from "../stats.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { rowStats } from "../softmax/rowStats.ts";
 import { solveSecular } from "../softmax/sigma.ts";
 

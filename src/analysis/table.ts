@@ -1,4 +1,4 @@
-import { formatNumber, renderTable } from "../cli/table.ts";
+import { formatNumber, renderTable } from "../util/table.ts";
 import {
   convergenceCount,
   type Analysis,

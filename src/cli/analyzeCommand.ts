@@ -2,7 +2,7 @@ import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
-import { UsageError } from "./errors.ts";
+import { InputError } from "../util/errors.ts";
 
 interface AnalyzeFlags {
   model: string;
@@ -32,17 +32,17 @@ function parseFlags(flags: AnalyzeFlags) {
   if (!result.success) {
     const issue = result.error.issues[0];
     const flag = String(issue.path[0]);
-    throw new UsageError(`--${flag}: ${issue.message} (got "${flags[flag as keyof AnalyzeFlags]}")`);
+    throw new InputError(`--${flag}: ${issue.message} (got "${flags[flag as keyof AnalyzeFlags]}")`);
   }
   return result.data;
 }
 
-/** Checks --encoding. @throws UsageError naming the flag, the value and what is expected. */
+/** Checks --encoding. @throws InputError naming the flag, the value and what is expected. */
 function encodingFlag(value: string): string {
   try {
     return checkEncoding(value);
   } catch (e) {
-    throw new UsageError(`--encoding: ${(e as Error).message}`);
+    throw new InputError(`--encoding: ${(e as Error).message}`);
   }
 }
 
@@ -87,11 +87,11 @@ export function analyzeCommand(): Command {
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseFlags(flags);
       if (checkpoint === undefined && !flags.randomInit)
-        throw new UsageError("analyze: give a checkpoint folder, or --random-init with --model");
+        throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)
-        throw new UsageError("analyze: give either a checkpoint folder or --random-init, not both");
+        throw new InputError("analyze: give either a checkpoint folder or --random-init, not both");
       // Heavy modules load only when the command runs, so `attnlip sigma` stays fast.
-      const { runAnalyze } = await import("../analysis/run.ts");
+      const { runAnalyze } = await import("./analyzeRun.ts");
       await runAnalyze({
         checkpoint,
         model: flags.model,

@@ -6,7 +6,7 @@ import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
-import { UsageError } from "./errors.ts";
+import { InputError } from "../util/errors.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -206,7 +206,7 @@ export interface AttackFlags {
  * Validates the attack command's flags and fills the defaults (ATTACK_DEFAULTS: mnist, linf,
  * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm).
  *
- * @throws UsageError with one line naming the flag and the problem, e.g.
+ * @throws InputError with one line naming the flag and the problem, e.g.
  *   `attack: --eps: must be >= 0 (got "-0.1")`, or an eps above 1 (linf) / 28 (l_2).
  */
 export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
@@ -214,7 +214,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
   if (!result.success) {
     const issue = result.error.issues[0];
     const key = issue.path[0] as keyof RawAttackOptions;
-    throw new UsageError(
+    throw new InputError(
       `attack: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(raw[key])})`,
     );
   }
@@ -225,7 +225,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
   const max = norm === "linf" ? MAX_EPS_LINF : MAX_EPS_L2;
   const bad = eps.find((e) => e > max);
   if (bad !== undefined)
-    throw new UsageError(
+    throw new InputError(
       `attack: --eps: ${bad} is out of range for --norm ${norm} (at most ${max}${norm === "linf" ? ", the pixel range" : ", the l_2 diameter of a 28x28 image in [0, 1]"})`,
     );
   return {
@@ -304,15 +304,15 @@ export function attackCommand(): Command {
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
       if (checkpoint === undefined && !flags.randomInit)
-        throw new UsageError("attack: give a checkpoint folder, or --random-init with --model");
+        throw new InputError("attack: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)
-        throw new UsageError("attack: give either a checkpoint folder or --random-init, not both");
+        throw new InputError("attack: give either a checkpoint folder or --random-init, not both");
       if (checkpoint !== undefined && raw.model !== undefined)
-        throw new UsageError(
+        throw new InputError(
           "attack: --model applies with --random-init only (a checkpoint has its own config)",
         );
       // Heavy modules load only when the command runs, so other commands stay fast.
-      const { runAttack } = await import("../robustness/run.ts");
+      const { runAttack } = await import("./attackRun.ts");
       // Left out: data and eps then default by model kind (a text checkpoint: its own data, text radii).
       await runAttack({
         ...flags,

@@ -1,6 +1,6 @@
 import { Command, Option } from "commander";
 import { z } from "zod";
-import { UsageError } from "./errors.ts";
+import { InputError } from "../util/errors.ts";
 
 interface DemoFlags {
   quick?: boolean;
@@ -40,10 +40,10 @@ export function demoCommand(): Command {
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
         const flag = String(issue.path[0]);
-        throw new UsageError(`--${flag}: ${issue.message} (got "${flags[flag as keyof DemoFlags]}")`);
+        throw new InputError(`--${flag}: ${issue.message} (got "${flags[flag as keyof DemoFlags]}")`);
       }
-      const { runDemo } = await import("../demo/run.ts");
-      const { demoSettings } = await import("../demo/settings.ts");
+      const { runDemo } = await import("./demoRun.ts");
+      const { demoSettings } = await import("./demoSettings.ts");
       const task = flags.task as "image" | "text";
       await runDemo({
         settings: demoSettings(task, flags.quick ?? false),

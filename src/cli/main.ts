@@ -5,7 +5,7 @@ import { analyzeCommand } from "./analyzeCommand.ts";
 import { trainCommand } from "./trainCommand.ts";
 import { attackCommand } from "./attackCommand.ts";
 import { reportCommand } from "./reportCommand.ts";
-import { isInputProblem, oneLine } from "./errors.ts";
+import { isInputProblem, oneLine } from "../util/errors.ts";
 
 /**
  * The `attnlip` command line. Exit codes: 0 success, 2 bad input (one line on stderr),

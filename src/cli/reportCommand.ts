@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { UsageError } from "./errors.ts";
+import { InputError } from "../util/errors.ts";
 
 interface ReportFlags {
   out: string;
@@ -28,15 +28,15 @@ export function reportCommand(): Command {
       if (flags.names !== undefined) {
         names = flags.names.split(",").map((n) => n.trim());
         if (names.length !== dirs.length)
-          throw new UsageError(
+          throw new InputError(
             `--names: expected ${dirs.length} name${dirs.length > 1 ? "s" : ""} (one per run), got ${names.length}`,
           );
-        if (names.some((n) => n === "")) throw new UsageError("--names: a name is empty");
+        if (names.some((n) => n === "")) throw new InputError("--names: a name is empty");
         if (new Set(names).size !== names.length)
-          throw new UsageError("--names: the names must differ");
+          throw new InputError("--names: the names must differ");
       }
       if (flags.title !== undefined && flags.title.trim() === "")
-        throw new UsageError("--title: empty title");
+        throw new InputError("--title: empty title");
       const { buildReport, writeReport } = await import("../report/report.ts");
       const html = await buildReport(
         dirs.map((dir, i) => ({ dir, name: names?.[i] })),

@@ -14,8 +14,7 @@ import {
 } from "../softmax/index.ts";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { summarize } from "../stats.ts";
-import { renderTable } from "./table.ts";
-import { UsageError } from "./errors.ts";
+import { renderTable } from "../util/table.ts";
 
 interface SigmaOptions {
   logits?: string;
@@ -43,10 +42,10 @@ export function sigmaCommand(): Command {
     .allowUnknownOption()
     .action(async (row: string | undefined, options: SigmaOptions, command: Command) => {
       const extra = command.args.filter((a) => a !== row);
-      if (row !== undefined && /^--?[a-zA-Z]/.test(row)) throw new UsageError(`sigma: unknown option '${row}'`);
-      if (extra.length > 0) throw new UsageError(`sigma: unexpected argument '${extra[0]}' (give one row)`);
+      if (row !== undefined && /^--?[a-zA-Z]/.test(row)) throw new InputError(`sigma: unknown option '${row}'`);
+      if (extra.length > 0) throw new InputError(`sigma: unexpected argument '${extra[0]}' (give one row)`);
       const sources = [row !== undefined, options.logits !== undefined, options.file !== undefined].filter(Boolean).length;
-      if (sources !== 1) throw new UsageError("sigma: give exactly one of a row, --logits <row> or --file <path>");
+      if (sources !== 1) throw new InputError("sigma: give exactly one of a row, --logits <row> or --file <path>");
       if (options.file !== undefined) {
         const rows = await readRows(options.file, options.normalize ?? false);
         printMany(rows.map(rowReport), options.json ?? false);
@@ -107,7 +106,7 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const why = code === "ENOENT" ? "no such file" : (code ?? (error as Error).message);
-    throw new UsageError(`--file: cannot read ${path} (${why})`);
+    throw new InputError(`--file: cannot read ${path} (${why})`);
   }
   const ext = extname(path).toLowerCase();
   let raw: unknown[][];
@@ -116,11 +115,11 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
     try {
       parsed = parseJsonStrict(text.replace(/^\ufeff/, ""));
     } catch (error) {
-      if (error instanceof DuplicateKeyError) throw new UsageError(`--file: ${path}: ${error.message}`);
-      throw new UsageError(`--file: ${path} is not valid JSON (${(error as Error).message})`);
+      if (error instanceof DuplicateKeyError) throw new InputError(`--file: ${path}: ${error.message}`);
+      throw new InputError(`--file: ${path} is not valid JSON (${(error as Error).message})`);
     }
     if (!Array.isArray(parsed) || !parsed.every(Array.isArray))
-      throw new UsageError(`--file: ${path} must hold a JSON array of arrays of probabilities`);
+      throw new InputError(`--file: ${path} must hold a JSON array of arrays of probabilities`);
     raw = parsed as unknown[][];
   } else if (ext === ".csv" || ext === ".txt") {
     try {
@@ -133,12 +132,12 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
         record_delimiter: ["\r\n", "\n", "\r"],
       }) as string[][];
     } catch (error) {
-      throw new UsageError(`--file: ${path} is not valid CSV (${(error as Error).message})`);
+      throw new InputError(`--file: ${path} is not valid CSV (${(error as Error).message})`);
     }
   } else {
-    throw new UsageError(`--file: expected a .csv or .json file, got "${path}"`);
+    throw new InputError(`--file: expected a .csv or .json file, got "${path}"`);
   }
-  if (raw.length === 0) throw new UsageError(`--file: ${path} holds no rows`);
+  if (raw.length === 0) throw new InputError(`--file: ${path} holds no rows`);
   return raw.map((fields, i) => {
     const name = `--file row ${i + 1}`;
     const numbers = fields.map((f, j) => {

@@ -7,7 +7,7 @@ import { isTextDataSpec } from "../data/text/dataset.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import type { ProgressMode } from "../train/progress.ts";
 import { train } from "../train/trainer.ts";
-import { UsageError } from "./errors.ts";
+import { InputError } from "../util/errors.ts";
 
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
@@ -153,7 +153,7 @@ export type TrainFlags = z.output<typeof TrainFlagsSchema>;
 /**
  * Validates the train command's flags.
  *
- * @throws UsageError with one line naming the flag and the problem, e.g.
+ * @throws InputError with one line naming the flag and the problem, e.g.
  *   `train: --epochs: must be a whole number (got "1.5")`.
  */
 export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
@@ -162,18 +162,18 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
     const issue = result.error.issues[0];
     const key = issue.path[0] as keyof RawTrainOptions;
     const given = raw[key];
-    throw new UsageError(`train: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(given)})`);
+    throw new InputError(`train: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(given)})`);
   }
   const flags = result.data;
   if (flags.resume !== undefined) {
     const fixed = FIXED_BY_CHECKPOINT.find((k) => raw[k] !== undefined);
     if (fixed !== undefined)
-      throw new UsageError(`train: ${FLAGS[fixed]} cannot be given with --resume (the checkpoint fixes it; only --epochs may change)`);
+      throw new InputError(`train: ${FLAGS[fixed]} cannot be given with --resume (the checkpoint fixes it; only --epochs may change)`);
     if (flags.out !== undefined && flags.out !== flags.resume)
-      throw new UsageError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
-  } else if (flags.out === undefined) throw new UsageError("train: --out DIR is required (where checkpoints and metrics go)");
+      throw new InputError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
+  } else if (flags.out === undefined) throw new InputError("train: --out DIR is required (where checkpoints and metrics go)");
   if ((flags.textColumn !== undefined || flags.labelColumn !== undefined || flags.encoding !== undefined) && flags.resume === undefined && !/^(csv|jsonl):/.test(flags.data ?? ""))
-    throw new UsageError("train: --text-column, --label-column and --encoding apply to --data csv:FILE or jsonl:FILE only");
+    throw new InputError("train: --text-column, --label-column and --encoding apply to --data csv:FILE or jsonl:FILE only");
   return flags;
 }
 
@@ -213,7 +213,7 @@ export function trainCommand(): Command {
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
     .option("--progress <mode>", "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]")
     .action(async (raw: RawTrainOptions, command: Command) => {
-      if (command.args.length > 0) throw new UsageError(`train: unexpected argument '${command.args[0]}'`);
+      if (command.args.length > 0) throw new InputError(`train: unexpected argument '${command.args[0]}'`);
       const flags = parseTrainFlags(raw);
       await useBackend(flags.backend ?? "wasm");
       const result = await train({

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 
 /**
  * Reader of the CIFAR-10 binary version (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html,

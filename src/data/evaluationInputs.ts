@@ -1,4 +1,4 @@
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { loadDataset, takeFirst, type ImageSplit } from "./dataset.ts";
 import { checkHeldOut, describeSplit, indexDigest, type EvaluationSplit } from "./heldOut.ts";
 import { parseSpec } from "./sources/index.ts";

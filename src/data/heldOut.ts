@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 
 /**
  * Held-out evaluation: which examples of a data set a model was trained on, which it may be

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 
 /**
  * Reader of IDX files, the format of MNIST and Fashion-MNIST (Y. LeCun et al.,

@@ -1,4 +1,4 @@
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import type { ImageSplit } from "./dataset.ts";
 
 /**

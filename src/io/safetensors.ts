@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { writeFileAtomically } from "./atomicWrite.ts";
 import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
 

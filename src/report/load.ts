@@ -2,7 +2,7 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { z } from "zod";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { AttackFileSchema, SplitSchema, type AttackFile } from "../robustness/attackFile.ts";
 
 /**

@@ -1,6 +1,6 @@
 import { describeSplit } from "../data/heldOut.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import {
   attentionMapsSpec,
   boundsSpec,

@@ -1,4 +1,4 @@
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { tf } from "../backend.ts";
 import { crossEntropy } from "../train/loss.ts";
 import type { TransformerClassifier } from "../nn/model.ts";

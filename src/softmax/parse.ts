@@ -1,10 +1,9 @@
+import { InputError } from "../util/errors.ts";
 /**
  * Validation and conversion of user-supplied rows: probabilities and logits.
  * Errors are `InputError`s whose message names the argument and what was expected.
  */
-export class InputError extends Error {
-  override name = "InputError";
-}
+export { InputError };
 
 /** Options of {@link parseProbabilityRow}. */
 export interface ProbabilityRowOptions {

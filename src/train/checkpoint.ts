@@ -5,7 +5,7 @@ import { z } from "zod";
 import { createModel, type Model } from "../nn/create.ts";
 import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
 import type { NamedArray } from "../nn/params.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { encodeSafetensors, readSafetensors, SafetensorsError, type TensorToWrite } from "../io/safetensors.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";

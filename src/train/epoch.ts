@@ -1,7 +1,7 @@
 import { tf } from "../backend.ts";
 import { batchCount, batches, SeededRng, shuffledOrder, type Batch } from "../data/dataset.ts";
 import { textBatches, textBatchTensors, type TextBatch } from "../data/text/dataset.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
 import { evaluate } from "./evaluate.ts";
 import type { ProgressReporter } from "./progress.ts";

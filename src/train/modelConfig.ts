@@ -7,7 +7,7 @@ import {
   type ModelConfig,
   type ModelConfigInput,
 } from "../nn/config.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 
 /** The model config a run trains: a preset or config fitted to (or checked against) its data. */
 

@@ -7,7 +7,7 @@ import { isTextDataSpec, loadTextDataset, type TextDataset } from "../data/text/
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
-import { InputError } from "../softmax/parse.ts";
+import { InputError } from "../util/errors.ts";
 import {
   isCheckpointFolder,
   loadCheckpoint,

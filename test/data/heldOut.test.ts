@@ -10,14 +10,14 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { useBackend } from "../../src/backend.ts";
-import { runAnalyze } from "../../src/analysis/run.ts";
+import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { loadDataset } from "../../src/data/dataset.ts";
 import { imageEvaluationSplit, textEvaluationSplit } from "../../src/data/evaluationInputs.ts";
 import { checkHeldOut, indexDigest } from "../../src/data/heldOut.ts";
 import { loadEmbeddedMnist } from "../../src/data/mnist.ts";
 import { loadTextDataset } from "../../src/data/text/dataset.ts";
-import { runAttack } from "../../src/robustness/run.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { runAttack } from "../../src/cli/attackRun.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
 

@@ -15,7 +15,7 @@ import {
   type TextSource,
 } from "../../src/data/sources/index.ts";
 import { isTextDataSpec, loadTextDataset } from "../../src/data/text/dataset.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET } from "../train/helpers.ts";
 

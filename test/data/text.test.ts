@@ -19,7 +19,7 @@ import {
   UNK_ID,
   WordTokenizer,
 } from "../../src/data/text/index.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "attnlip-text-"));
 function file(name: string, content: string | Uint8Array): string {

@@ -14,7 +14,7 @@ import {
   htmlToText,
   resolveCharset,
 } from "../../src/data/text/index.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "text");
 /** A fixture message as bytes. */

@@ -5,11 +5,11 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { useBackend } from "../../src/backend.ts";
-import { UsageError } from "../../src/cli/errors.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { parseAttackFlags } from "../../src/cli/attackCommand.ts";
 import { parseTrainFlags } from "../../src/cli/trainCommand.ts";
-import { runAnalyze } from "../../src/analysis/run.ts";
-import { runAttack } from "../../src/robustness/run.ts";
+import { runAnalyze } from "../../src/cli/analyzeRun.ts";
+import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
 
@@ -31,7 +31,7 @@ test("--encoding is checked by train and attack (unknown name; files only; fixed
   assert.throws(
     () => parseTrainFlags({ data: "csv:x.csv", encoding: "klingon", out: "o" }),
     (e: Error) =>
-      e instanceof UsageError &&
+      e instanceof InputError &&
       /^train: --encoding: unknown encoding "klingon": expected auto/.test(e.message),
   );
   assert.equal(

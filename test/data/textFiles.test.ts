@@ -14,7 +14,7 @@ import {
   wordTokens,
 } from "../../src/data/text/index.ts";
 import { preview, sliceCodePoints } from "../../src/data/text/truncate.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "text");
 const dir = mkdtempSync(join(tmpdir(), "attnlip-textfiles-"));

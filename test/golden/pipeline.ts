@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useBackend } from "../../src/backend.ts";
-import { runAnalyze } from "../../src/analysis/run.ts";
-import { runAttack } from "../../src/robustness/run.ts";
+import { runAnalyze } from "../../src/cli/analyzeRun.ts";
+import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 
 /** Keys whose values depend on time or on temporary paths, dropped before comparing. */

@@ -9,7 +9,7 @@ import {
   decodeCifar10,
   loadCifar10Dataset,
 } from "../../src/data/cifar10.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 /** One record: label, then R, G, B planes each filled with a value (R[0] optionally different). */
 function record(label: number, r: number, g: number, b: number, r0 = r): Uint8Array {

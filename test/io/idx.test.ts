@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { decodeIdx, IdxError, loadIdxDataset, readIdx } from "../../src/data/idx.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 /** An IDX file: magic 00 00, type byte, dims (big-endian uint32), then the given data bytes. */
 function idx(type: number, dims: number[], data: ArrayLike<number> = []): Uint8Array {

@@ -10,7 +10,7 @@ import {
   SafetensorsError,
   writeSafetensors,
 } from "../../src/io/safetensors.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 /** A safetensors file from a header (object or raw text), data bytes and an optional length override. */
 function raw(header: unknown, data: Uint8Array | number[] = [], headerLength?: bigint): Uint8Array {

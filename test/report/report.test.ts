@@ -12,7 +12,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildReport, loadRun, writeReport } from "../../src/report/index.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { formatNumber } from "../../src/report/html.ts";
 import { histogram, layerOrder, poolMap, subsample } from "../../src/report/data.ts";
 import { chartsOf, FIXTURES, markCount } from "./helpers.ts";

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAttackFlags } from "../../src/cli/attackCommand.ts";
-import { UsageError } from "../../src/cli/errors.ts";
+import { InputError } from "../../src/util/errors.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "attnlip-attack-"));
@@ -71,7 +71,7 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     assert.throws(
       () => parseAttackFlags(raw),
       (e: unknown) =>
-        e instanceof UsageError && pattern.test(e.message) && !e.message.includes("\n"),
+        e instanceof InputError && pattern.test(e.message) && !e.message.includes("\n"),
       JSON.stringify(raw),
     );
 });

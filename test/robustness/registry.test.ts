@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { attackChoices, parseAttackFlags } from "../../src/cli/attackCommand.ts";
-import { UsageError } from "../../src/cli/errors.ts";
+import { InputError } from "../../src/util/errors.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { TextClassifier } from "../../src/nn/textClassifier.ts";
 import {
@@ -22,7 +22,7 @@ import {
   NO_CLIP,
   type AttackSpec,
 } from "../../src/robustness/index.ts";
-import { runAttack } from "../../src/robustness/run.ts";
+import { runAttack } from "../../src/cli/attackRun.ts";
 import { buildReport, loadRun } from "../../src/report/index.ts";
 import { FIXTURES } from "../report/helpers.ts";
 
@@ -146,7 +146,7 @@ test("the command offers the registered attack: --attack choices, lists and the 
   assert.throws(
     () => parseAttackFlags({ attack: "cw" }),
     (e: unknown) =>
-      e instanceof UsageError &&
+      e instanceof InputError &&
       /^attack: --attack: expected pgd, fgsm, random-sign or both \(or several names separated by commas\) \(got "cw"\)$/.test(e.message),
   );
 });

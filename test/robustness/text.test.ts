@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
-import { runAnalyze } from "../../src/analysis/run.ts";
+import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { CLS_ID } from "../../src/data/text/tokenizer.ts";
 import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import { TextClassifier } from "../../src/nn/textClassifier.ts";
@@ -15,7 +15,7 @@ import {
   textLipschitzProxy,
 } from "../../src/robustness/embedding.ts";
 import { crossEntropySum } from "../../src/robustness/loss.ts";
-import { runAttack } from "../../src/robustness/run.ts";
+import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { randomizeWeights } from "../nn/helpers.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import type { ImageDataset } from "../../src/data/dataset.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { CheckpointError, loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { train, TrainingDiverged, type TrainOptions } from "../../src/train/trainer.ts";
 import { digits, QUIET, tempDir, TINY } from "./helpers.ts";

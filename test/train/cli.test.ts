@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseTrainFlags } from "../../src/cli/trainCommand.ts";
-import { UsageError } from "../../src/cli/errors.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { tempDir, TINY } from "./helpers.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
@@ -47,7 +47,7 @@ test("parseTrainFlags names the bad flag in one line", () => {
   for (const [raw, pattern] of cases)
     assert.throws(
       () => parseTrainFlags(raw),
-      (e: unknown) => e instanceof UsageError && pattern.test(e.message) && !e.message.includes("\n"),
+      (e: unknown) => e instanceof InputError && pattern.test(e.message) && !e.message.includes("\n"),
       JSON.stringify(raw),
     );
   const ok = parseTrainFlags({ out: "x", epochs: "3", lr: "2e-3", jasmin: "0.01", jasminLayers: "0, 2" });

@@ -8,7 +8,7 @@ import { encodeSafetensors } from "../../src/io/safetensors.ts";
 import { parseModelConfig } from "../../src/nn/config.ts";
 import { TextClassifier } from "../../src/nn/textClassifier.ts";
 import { loadRun } from "../../src/report/load.ts";
-import { InputError } from "../../src/softmax/parse.ts";
+import { InputError } from "../../src/util/errors.ts";
 import { CheckpointError, loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { train } from "../../src/train/trainer.ts";
 import { FIXTURES } from "../report/helpers.ts";

@@ -1,5 +1,5 @@
 import { tf } from "../../backend.ts";
-import { InputError } from "../../softmax/parse.ts";
+import { InputError } from "../../util/errors.ts";
 import { SeededRng } from "../dataset.ts";
 import { parseSpec, specTask, type TextSource } from "../sources/index.ts";
 import type { TextFileOptions } from "./files.ts";

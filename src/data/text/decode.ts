@@ -5,7 +5,7 @@ import { compile } from "html-to-text";
 import libbase64 from "libbase64";
 import libmime from "libmime";
 import libqp from "libqp";
-import { InputError } from "../../softmax/parse.ts";
+import { InputError } from "../../util/errors.ts";
 import { decodeBytes, isUtf8, resolveCharset, type Charset } from "./charset.ts";
 
 /**

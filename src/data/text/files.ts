@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parse } from "csv-parse/sync";
 import { DuplicateKeyError, parseJsonStrict } from "../../io/strictJson.ts";
-import { InputError } from "../../softmax/parse.ts";
+import { InputError } from "../../util/errors.ts";
 import { AUTO_ENCODING, checkEncoding, decodeBytes, isUtf8, resolveCharset } from "./charset.ts";
 import { preview } from "./truncate.ts";
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { InputError } from "../../softmax/parse.ts";
+import { InputError } from "../../util/errors.ts";
 import { sliceCodePoints } from "./truncate.ts";
 
 /**

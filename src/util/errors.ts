@@ -1,17 +1,17 @@
-import { InputError } from "../softmax/parse.ts";
-
 /**
- * An error caused by the user's input (arguments, files): the CLI prints its message as one
- * line and exits with code 2.
+ * The one error class for bad user input (arguments, files, data): its message names the
+ * argument and what was expected, and the CLI prints it as one line and exits with code 2.
+ * Subclasses (CheckpointError, IdxError, TrainingDiverged, ...) say where it came from.
+ *
+ * @example throw new InputError(`--n: must be a positive integer, got "abc"`);
  */
-export class UsageError extends Error {
-  override name = "UsageError";
+export class InputError extends Error {
+  override name = "InputError";
 }
 
 /** True for errors that the CLI reports as bad input (exit code 2, one line). */
 export function isInputProblem(error: unknown): error is Error {
   return (
-    error instanceof UsageError ||
     error instanceof InputError ||
     (error instanceof Error && "code" in error && typeof error.code === "string" && /^E(NOENT|ACCES|ISDIR|NOTDIR|EXIST|ROFS|PERM|NOSPC)$/.test(error.code))
   );

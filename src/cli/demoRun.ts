@@ -3,16 +3,16 @@ import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
 import { train } from "../train/trainer.ts";
 import { isCheckpointFolder } from "../train/checkpoint.ts";
-import { runAnalyze } from "../analysis/run.ts";
+import { runAnalyze } from "./analyzeRun.ts";
 import type { Analysis } from "../analysis/analyze.ts";
-import { runAttack, type AttackRecord } from "../robustness/run.ts";
+import { runAttack, type AttackRecord } from "./attackRun.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackLabel, orderAttacks } from "../robustness/registry.ts";
 import { buildReport, writeReport } from "../report/index.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
-import { renderTable, formatNumber } from "../cli/table.ts";
+import { renderTable, formatNumber } from "../util/table.ts";
 import { mean } from "simple-statistics";
-import type { DemoSettings } from "./settings.ts";
+import type { DemoSettings } from "./demoSettings.ts";
 
 /** Options of {@link runDemo}. */
 export interface DemoOptions {
@@ -54,7 +54,7 @@ const pct = (v: number | null | undefined) => (v === null || v === undefined ? "
  *
  * Previous demo results in OUT/baseline and OUT/jasmin are replaced (only checkpoint folders).
  *
- * @throws InputError subclasses on bad settings; UsageError when OUT holds something else.
+ * @throws InputError subclasses on bad settings; InputError when OUT holds something else.
  */
 export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   const { settings, seed, backend } = options;

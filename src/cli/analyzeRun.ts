@@ -7,13 +7,12 @@ import type { EvaluationSplit } from "../data/heldOut.ts";
 import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import type { TrainState } from "../train/checkpoint.ts";
-import { InputError } from "../softmax/parse.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
-import { UsageError } from "../cli/errors.ts";
-import { progressLine } from "../cli/progressLine.ts";
-import { analyze, type Analysis } from "./analyze.ts";
-import { analysisTables } from "./table.ts";
-import { writeAnalysis } from "./files.ts";
+import { InputError } from "../util/errors.ts";
+import { progressLine } from "../util/progressLine.ts";
+import { analyze, type Analysis } from "../analysis/analyze.ts";
+import { analysisTables } from "../analysis/table.ts";
+import { writeAnalysis } from "../analysis/files.ts";
 
 /** What `attnlip analyze` was asked to do. */
 export interface AnalyzeRun {
@@ -54,7 +53,7 @@ export type AnalyzeResult = Analysis & { split: EvaluationSplit };
  * "embedding").
  *
  * @returns the analysis and the split record (also written to analysis.json as `split`).
- * @throws UsageError on a bad preset, image data for a text model (or text data for a ViT),
+ * @throws InputError on a bad preset, image data for a text model (or text data for a ViT),
  *   images that do not fit the model, unreadable text data / unknown labels, or a checkpoint
  *   whose held-out split cannot be rebuilt (data changed) or would include training examples;
  *   CheckpointError on a broken checkpoint.
@@ -76,7 +75,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     try {
       config = modelPreset(run.model);
     } catch (error) {
-      throw new UsageError(`--model: ${(error as Error).message}`);
+      throw new InputError(`--model: ${(error as Error).message}`);
     }
     model = createModel(config, run.seed) as TransformerClassifier;
     source = `${run.model} (random init, seed ${run.seed})`;
@@ -86,7 +85,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     if (model.config.kind === "text") {
       const spec = run.data ?? trained?.data.spec ?? "spam";
       if (!isTextDataSpec(spec))
-        throw new UsageError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
+        throw new InputError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
       const same = trained !== null && trained.data.spec === spec;
       const chosen = await textEvaluationSplit(request, {
         classes: model.config.classes,
@@ -97,19 +96,19 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
         textColumn: run.textColumn ?? (same ? (trained?.data.textColumn ?? undefined) : undefined),
         labelColumn: run.labelColumn ?? (same ? (trained?.data.labelColumn ?? undefined) : undefined),
         encoding: run.encoding ?? (same ? (trained?.data.encoding ?? undefined) : undefined),
-      }).catch(asUsageError);
+      }).catch(asInputError);
       const { ids, mask } = textSplitTensors(chosen.split);
       console.log(`analyzing ${source} on ${chosen.split.count} test texts (token-embedding space, padding masked; ${run.backend} backend)`);
       console.log(`  data: ${describeSplit(chosen.info)}`);
       return await analyzeAndWrite(model, run, source, chosen.info, ids, mask);
     }
     const spec = run.data ?? trained?.data.spec ?? "mnist";
-    if (isTextDataSpec(spec)) throw new UsageError(`--data: "${spec}" is text data; this model is a ViT`);
-    const chosen = await imageEvaluationSplit(request).catch(asUsageError);
+    if (isTextDataSpec(spec)) throw new InputError(`--data: "${spec}" is text data; this model is a ViT`);
+    const chosen = await imageEvaluationSplit(request).catch(asInputError);
     const split = chosen.split;
     const [h, w, c] = split.shape;
     if (h !== model.config.imageSize || w !== model.config.imageSize || c !== model.config.channels)
-      throw new UsageError(
+      throw new InputError(
         `--data: images are ${h}x${w}x${c}, the model expects ${model.config.imageSize}x${model.config.imageSize}x${model.config.channels}`,
       );
     const inputs = tf.tensor4d(split.images, [split.count, h, w, c]);
@@ -127,8 +126,8 @@ function trainedData(trained: TrainState | null): TrainedData | null {
 }
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
-function asUsageError(e: unknown): never {
-  if (e instanceof InputError) throw new UsageError(e.message.startsWith("analyze:") ? e.message : `analyze: ${e.message}`);
+function asInputError(e: unknown): never {
+  if (e instanceof InputError) throw new InputError(e.message.startsWith("analyze:") ? e.message : `analyze: ${e.message}`);
   throw e;
 }
 

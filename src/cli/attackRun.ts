@@ -1,27 +1,26 @@
 import { join } from "node:path";
 import { tf, useBackend } from "../backend.ts";
-import { UsageError } from "../cli/errors.ts";
-import { progressLine } from "../cli/progressLine.ts";
-import { formatNumber, renderTable } from "../cli/table.ts";
-import type { AttackFlags } from "../cli/attackCommand.ts";
+import { InputError } from "../util/errors.ts";
+import { progressLine } from "../util/progressLine.ts";
+import { formatNumber, renderTable } from "../util/table.ts";
+import type { AttackFlags } from "./attackCommand.ts";
 import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
-import { InputError } from "../softmax/parse.ts";
-import { evaluateTextRobustness, textLipschitzProxy } from "./embedding.ts";
+import { evaluateTextRobustness, textLipschitzProxy } from "../robustness/embedding.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { modelPreset } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
-import { evaluateRobustness } from "./evaluate.ts";
-import { lipschitzProxy } from "./lipschitzProxy.ts";
-import { AttackFileSchema, type AttackRecord } from "./attackFile.ts";
-import { ATTACK_DEFAULTS } from "./defaults.ts";
-import { attackLabel } from "./registry.ts";
+import { evaluateRobustness } from "../robustness/evaluate.ts";
+import { lipschitzProxy } from "../robustness/lipschitzProxy.ts";
+import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
+import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
+import { attackLabel } from "../robustness/registry.ts";
 
 export type { AttackRecord };
 
@@ -60,7 +59,7 @@ const percent = (v: number | null | undefined) =>
  * fraction per registered attack and eps); eps and radii are in input units (pixels) or
  * embedding units (text).
  *
- * @throws UsageError on image data for a text model (or text data for a ViT), data whose
+ * @throws InputError on image data for a text model (or text data for a ViT), data whose
  *   images do not fit the model, or an l_2 eps above sqrt(H W C); CheckpointError (an
  *   InputError) on a missing or broken checkpoint; InputError on unreadable text data, a
  *   missing column or an unknown label.
@@ -87,7 +86,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     try {
       config = modelPreset(partial.model);
     } catch (error) {
-      throw new UsageError(`attack: --model: ${(error as Error).message}`);
+      throw new InputError(`attack: --model: ${(error as Error).message}`);
     }
     model = createModel(config, partial.seed) as TransformerClassifier;
     source = `${partial.model} (random init, seed ${partial.seed})`;
@@ -100,9 +99,9 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   };
   try {
     if (text && !isTextDataSpec(run.data))
-      throw new UsageError(`attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`);
+      throw new InputError(`attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`);
     if (!text && isTextDataSpec(run.data))
-      throw new UsageError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
+      throw new InputError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
     let prepared: Prepared;
     if (text) prepared = await prepareText(model as unknown as TextClassifier, run, source, tokenizer, trained);
     else prepared = await prepareImages(model, run, source, trained);
@@ -204,8 +203,8 @@ interface Prepared {
 }
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
-function asUsageError(e: unknown): never {
-  if (e instanceof InputError) throw new UsageError(e.message.startsWith("attack:") ? e.message : `attack: ${e.message}`);
+function asInputError(e: unknown): never {
+  if (e instanceof InputError) throw new InputError(e.message.startsWith("attack:") ? e.message : `attack: ${e.message}`);
   throw e;
 }
 
@@ -235,7 +234,7 @@ async function prepareText(
     labelColumn: run.labelColumn ?? (sameData ? (trained?.labelColumn ?? undefined) : undefined),
     encoding: run.encoding ?? (sameData ? (trained?.encoding ?? undefined) : undefined),
     },
-  ).catch(asUsageError);
+  ).catch(asInputError);
   const count = chosen.split.count;
   if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
   const inputs = { spec: chosen.spec, split: chosen.split, labelNames: chosen.labelNames, ...textSplitTensors(chosen.split) };
@@ -272,21 +271,21 @@ async function prepareImages(
   source: string,
   trained: TrainedData | null,
 ): Promise<Prepared> {
-  if (model.config.kind !== "vit") throw new UsageError("attack: input-space attacks need a ViT; this is a text model");
+  if (model.config.kind !== "vit") throw new InputError("attack: input-space attacks need a ViT; this is a text model");
   {
-    const chosen = await imageEvaluationSplit({ who: "attack", data: run.data, trained, seed: run.seed, n: run.n }).catch(asUsageError);
+    const chosen = await imageEvaluationSplit({ who: "attack", data: run.data, trained, seed: run.seed, n: run.n }).catch(asInputError);
     const data = { spec: chosen.spec };
     const split = chosen.split;
     const [h, w, c] = split.shape;
     const { imageSize, channels } = model.config;
     if (h !== imageSize || w !== imageSize || c !== channels)
-      throw new UsageError(
+      throw new InputError(
         `attack: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
       );
     const diameter = Math.sqrt(h * w * c);
     const tooBig = run.eps.find((e) => run.norm === "l2" && e > diameter);
     if (tooBig !== undefined)
-      throw new UsageError(
+      throw new InputError(
         `attack: --eps: ${tooBig} exceeds the l_2 diameter ${formatNumber(diameter)} of these images`,
       );
     if (split.count < run.n)
