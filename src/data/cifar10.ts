@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InputError } from "../util/errors.ts";
+import { ContentHasher } from "./identity.ts";
 
 /**
  * Reader of the CIFAR-10 binary version (A. Krizhevsky, https://www.cs.toronto.edu/~kriz/cifar.html,
@@ -57,6 +58,8 @@ export interface Cifar10Split {
 export interface Cifar10Dataset {
   train: Cifar10Split;
   test: Cifar10Split;
+  /** Content digest of the six batch files as read, in order (data/identity.ts). */
+  contentDigest: string;
 }
 
 const PLANE = CIFAR10_SIZE * CIFAR10_SIZE;
@@ -122,8 +125,9 @@ export function decodeCifar10(bytes: Uint8Array, name: string): Cifar10Split {
   return split(images, labels);
 }
 
-async function readBatches(paths: string[]): Promise<Cifar10Split> {
+async function readBatches(paths: string[], hasher: ContentHasher): Promise<Cifar10Split> {
   const files = await Promise.all(paths.map((p) => readFile(p)));
+  for (const f of files) hasher.add(f);
   const counts = files.map((f, i) => checkLength(f, paths[i]));
   const total = counts.reduce((a, b) => a + b, 0);
   const images = new Float32Array(total * 3 * PLANE);
@@ -149,7 +153,8 @@ async function readBatches(paths: string[]): Promise<Cifar10Split> {
  * `dir/cifar-10-batches-bin`. Each split is allocated once (train: 50000 * 3072 float32, about
  * 614 MB).
  *
- * @returns train and test splits as {@link decodeCifar10} returns them (images HWC in [0, 1]).
+ * @returns train and test splits as {@link decodeCifar10} returns them (images HWC in [0, 1]),
+ *   and the content digest of the six files.
  * @throws Cifar10Error naming the folder when the files are missing, or naming the file and
  *   the problem when one is malformed (see decodeCifar10).
  */
@@ -173,7 +178,8 @@ export async function loadCifar10Dataset(dir: string): Promise<Cifar10Dataset> {
       `${dir}: CIFAR-10 binary batches not found here nor in cifar-10-batches-bin/ (${missing.d} lacks ${missing.files.join(", ")})`,
     );
   }
-  const train = await readBatches(names.slice(0, 5).map((n) => join(folder, n)));
-  const test = await readBatches([join(folder, names[5])]);
-  return { train, test };
+  const hasher = new ContentHasher();
+  const train = await readBatches(names.slice(0, 5).map((n) => join(folder, n)), hasher);
+  const test = await readBatches([join(folder, names[5])], hasher);
+  return { train, test, contentDigest: hasher.digest() };
 }

@@ -32,6 +32,8 @@ export interface ImageDataset {
   classes: number;
   /** The valid pixel range [low, high] ([0, 1] for every built-in source). */
   range: readonly [number, number];
+  /** The content digest of what the source read (data/identity.ts; recorded in checkpoints). */
+  contentDigest: string;
   train: ImageSplit;
   test: ImageSplit;
 }
@@ -108,7 +110,7 @@ export async function loadDataset(spec: string, options: LoadDatasetOptions = {}
   let { train, test } = data;
   if (options.limit !== undefined) train = takeFirst(train, options.limit);
   if (options.testLimit !== undefined) test = takeFirst(test, options.testLimit);
-  return { spec: parsed.spec, classes: data.classes, range: data.range, train, test };
+  return { spec: parsed.spec, classes: data.classes, range: data.range, contentDigest: data.contentDigest, train, test };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { InputError } from "../util/errors.ts";
 import { loadDataset, takeFirst, type ImageSplit } from "./dataset.ts";
-import { checkHeldOut, describeSplit, indexDigest, type EvaluationSplit } from "./heldOut.ts";
+import { changedDataError, checkHeldOut, describeSplit, indexDigest, type EvaluationSplit } from "./heldOut.ts";
+import { absolutePath } from "./identity.ts";
 import { parseSpec } from "./sources/index.ts";
 import {
   loadTextDataset,
@@ -14,6 +15,12 @@ import {
  * (analyze, attack, the demo and whatever evaluates a checkpoint): a checkpoint is evaluated
  * on its OWN held-out test split (its data, split seed and sizes, digests checked, no index
  * shared with its training split), never on a split rebuilt from the command's --seed.
+ *
+ * Which data is the checkpoint's own is decided by content, not by how the spec is spelled
+ * ({@link chooseData}): data whose content digest (data/identity.ts) is the one train_state.json
+ * records is the checkpoint's own, at whatever path; other content at the path it was trained
+ * on is data changed since training, and refused; a checkpoint that records no content digest
+ * compares absolute paths.
  */
 
 /** What a checkpoint's train_state.json says about its data (a structural view of TrainState.data). */
@@ -25,6 +32,13 @@ export interface TrainedData {
   testLimit: number | null;
   trainDigest?: string;
   testDigest?: string;
+  /** Sizes of the split it was trained with (checked against the rebuilt split). */
+  trainCount?: number;
+  testCount?: number;
+  /** The content digest of the data it was trained on (data/identity.ts; older checkpoints: none). */
+  contentDigest?: string;
+  /** The absolute path of its data file or folder at training (older checkpoints: none). */
+  path?: string;
   labels?: string[];
   textColumn?: string | null;
   labelColumn?: string | null;
@@ -50,6 +64,8 @@ export interface ImageEvaluation {
   spec: string;
   /** The first n test examples. */
   split: ImageSplit;
+  /** The data set's valid pixel range [low, high] (attacks clip to it; eps limits come from it). */
+  range: readonly [number, number];
   info: EvaluationSplit;
 }
 
@@ -61,17 +77,74 @@ export interface TextEvaluation {
   info: EvaluationSplit;
 }
 
-/** Normalises a data spec so "mnist" and a checkpoint's recorded spec compare equal. */
-function sameData(spec: string, trained: TrainedData | null): boolean {
-  if (trained === null) return false;
-  const norm = (s: string) => {
-    try {
-      return parseSpec(s).spec;
-    } catch {
-      return s;
-    }
-  };
-  return norm(spec) === norm(trained.spec);
+/**
+ * Whether `spec` names the same place as the checkpoint's data: the same source and, for a
+ * file or folder, the same absolute path (the recorded one, else the recorded spec's argument
+ * resolved against the current folder); null when it names another source (or none).
+ */
+function samePlace(spec: string, trained: TrainedData): boolean | null {
+  let asked, recorded;
+  try {
+    asked = parseSpec(spec);
+    recorded = parseSpec(trained.spec);
+  } catch {
+    return null;
+  }
+  if (asked.source !== recorded.source) return null;
+  if (asked.arg === null || recorded.arg === null) return asked.arg === recorded.arg;
+  return absolutePath(asked.arg) === (trained.path ?? absolutePath(recorded.arg));
+}
+
+/** Loaded data as {@link chooseData} compares it. */
+interface Identified {
+  spec: string;
+  contentDigest: string;
+}
+
+/**
+ * Loads the data a command evaluates a model on, and decides whether it is the checkpoint's own
+ * training data (then loaded with the checkpoint's seed, limits and reading options), by
+ * content:
+ *
+ * - no checkpoint, or another source: other data;
+ * - the checkpoint records a content digest: data with that digest is its own, whatever the
+ *   path or its spelling; other content at the path it was trained on is refused as changed
+ *   since training; other content elsewhere is other data;
+ * - no content digest recorded (older checkpoints): the same absolute path is its own data.
+ *
+ * @param loadOwn loads with the checkpoint's settings; @param loadOther with the command's.
+ * @returns the data, whether it is the checkpoint's, and whether its content was compared.
+ * @throws InputError from the loaders, or (changedDataError) when the checkpoint's data changed.
+ */
+async function chooseData<D extends Identified>(
+  who: string,
+  spec: string,
+  trained: TrainedData | null,
+  loadOwn: () => Promise<D>,
+  loadOther: () => Promise<D>,
+): Promise<{ data: D; own: boolean; contentChecked: boolean }> {
+  const place = trained === null ? null : samePlace(spec, trained);
+  if (trained === null || place === null) return { data: await loadOther(), own: false, contentChecked: false };
+  const recorded = trained.contentDigest;
+  if (recorded === undefined)
+    return place
+      ? { data: await loadOwn(), own: true, contentChecked: false }
+      : { data: await loadOther(), own: false, contentChecked: false };
+  if (place) {
+    const data = await loadOwn();
+    if (data.contentDigest !== recorded) throw changedDataError(who, data.spec, data.contentDigest, recorded);
+    return { data, own: true, contentChecked: true };
+  }
+  // Elsewhere: the checkpoint's data under another path or spelling, or other data. Read it as
+  // the checkpoint read its data; other data may not even read that way (columns, labels).
+  let own: D | null = null;
+  try {
+    own = await loadOwn();
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+  }
+  if (own !== null && own.contentDigest === recorded) return { data: own, own: true, contentChecked: true };
+  return { data: await loadOther(), own: false, contentChecked: false };
 }
 
 function checkN(who: string, n: number): void {
@@ -87,6 +160,7 @@ function evaluationInfo(
   testCount: number,
   evaluated: Int32Array,
   digestsChecked: boolean,
+  contentChecked: boolean,
 ): EvaluationSplit {
   return {
     spec,
@@ -97,19 +171,22 @@ function evaluationInfo(
     evaluated: evaluated.length,
     evaluatedDigest: indexDigest(evaluated),
     digestsChecked,
+    contentChecked,
     indices: Array.from(evaluated),
   };
 }
 
 /**
- * The image test examples to evaluate: for a checkpoint on its own data, its held-out split
- * rebuilt with its seed and sizes and checked (data/heldOut.ts checkHeldOut); for other data
+ * The image test examples to evaluate: for a checkpoint on its own data (by content, see
+ * {@link chooseData}), its held-out split rebuilt with its seed and sizes and checked
+ * (data/heldOut.ts checkHeldOut); for other data
  * or a random-init model, the test split by `seed`. Prints nothing: {@link describeSplit}
  * says which split it is.
  *
  * @returns the first min(n, test size) test examples, their spec and the split record.
  * @throws InputError on a bad spec or n, unreadable data, an empty test split, a checkpoint
- *   whose rebuilt split differs from the recorded one, or an evaluated training example.
+ *   whose data changed since training (another content digest at its path) or whose rebuilt
+ *   split differs from the recorded one (sizes, digests), or an evaluated training example.
  * @example
  *   const { split, info } = await imageEvaluationSplit({ who: "analyze", data: undefined, trained: null, seed: 0, n: 16 });
  *   describeSplit(info); // "test split of mnist (random-init model, split seed 0, 2000 test); evaluating the first 16 (...)"
@@ -118,14 +195,18 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
   const { who, trained } = request;
   checkN(who, request.n);
   const spec = request.data ?? trained?.spec ?? "mnist";
-  const own = sameData(spec, trained);
-  const data = own
-    ? await loadDataset(spec, {
+  const { data, own, contentChecked } = await chooseData(
+    who,
+    spec,
+    trained,
+    () =>
+      loadDataset(spec, {
         seed: trained!.seed,
         limit: trained!.limit ?? undefined,
         testLimit: trained!.testLimit ?? undefined,
-      })
-    : await loadDataset(spec, { seed: request.seed });
+      }),
+    () => loadDataset(spec, { seed: request.seed }),
+  );
   if (data.test.count === 0)
     throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
   const split = takeFirst(data.test, Math.min(request.n, data.test.count));
@@ -140,6 +221,7 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
         data.test.count,
         split.indices,
         trained!.trainDigest !== undefined,
+        contentChecked,
       )
     : evaluationInfo(
         data.spec,
@@ -149,8 +231,9 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
         data.test.count,
         split.indices,
         false,
+        false,
       );
-  return { spec: data.spec, split, info };
+  return { spec: data.spec, split, range: data.range, info };
 }
 
 /**
@@ -158,7 +241,8 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
  * encoded with `text.tokenizer` (a checkpoint's) or with one built from the training split.
  *
  * @param text loading options: the model's number of classes, tokenizer, vocabSize,
- *   maxLength, labelNames, columns.
+ *   maxLength, labelNames, columns and encoding (the checkpoint's own data: its columns and
+ *   encoding where these are not given).
  * @throws InputError as {@link imageEvaluationSplit} and loadTextDataset, or when the data
  *   has more classes than the model.
  */
@@ -169,17 +253,22 @@ export async function textEvaluationSplit(
   const { who, trained } = request;
   checkN(who, request.n);
   const spec = request.data ?? trained?.spec ?? "spam";
-  const own = sameData(spec, trained);
-  const data = await loadTextDataset(
+  const { data, own, contentChecked } = await chooseData(
+    who,
     spec,
-    own
-      ? {
-          ...text,
-          seed: trained!.seed,
-          limit: trained!.limit ?? undefined,
-          testLimit: trained!.testLimit ?? undefined,
-        }
-      : { ...text, seed: request.seed },
+    trained,
+    () =>
+      loadTextDataset(spec, {
+        ...text,
+        // The checkpoint's data is read as it was at training, unless the command says otherwise.
+        textColumn: text.textColumn ?? trained!.textColumn ?? undefined,
+        labelColumn: text.labelColumn ?? trained!.labelColumn ?? undefined,
+        encoding: text.encoding ?? trained!.encoding ?? undefined,
+        seed: trained!.seed,
+        limit: trained!.limit ?? undefined,
+        testLimit: trained!.testLimit ?? undefined,
+      }),
+    () => loadTextDataset(spec, { ...text, seed: request.seed }),
   );
   if (data.classes > text.classes)
     throw new InputError(
@@ -199,6 +288,7 @@ export async function textEvaluationSplit(
         data.test.count,
         split.indices,
         trained!.trainDigest !== undefined,
+        contentChecked,
       )
     : evaluationInfo(
         data.spec,
@@ -207,6 +297,7 @@ export async function textEvaluationSplit(
         0,
         data.test.count,
         split.indices,
+        false,
         false,
       );
   return { spec: data.spec, split, labelNames: data.labelNames, info };

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { InputError } from "../util/errors.ts";
+import { dataName, shortDigest } from "./identity.ts";
 
 /**
  * Held-out evaluation: which examples of a data set a model was trained on, which it may be
@@ -8,11 +9,13 @@ import { InputError } from "../util/errors.ts";
  * Every split in attnlip carries the indices of its examples in the data set's own numbering
  * (embedded MNIST: the digit's position in the `mnist` package, class by class; IDX and
  * CIFAR-10: the training file's records first, then the test file's; text: the record's
- * position in the corpus or file). A checkpoint records the seed and sizes of its split and a
- * digest of its training and test indices; every command that evaluates a checkpoint rebuilds
- * that split, checks the digests (a data file edited since training would shuffle differently
- * and could put training examples in the "test" split) and that no evaluated index is a
- * training index, and says which split it used.
+ * position in the corpus or file). A checkpoint records the seed and sizes of its split, a
+ * digest of its training and test indices and the content digest of its data
+ * (data/identity.ts). Every command that evaluates a checkpoint decides by content whether the
+ * data asked for is the checkpoint's own (data/evaluationInputs.ts), refuses data changed since
+ * training, rebuilds the split, checks its sizes and digests (a data file edited since training
+ * would shuffle differently and could put training examples in the "test" split) and that no
+ * evaluated index is a training index, and says which split it used.
  */
 
 /** Digests of the training and test indices a checkpoint used, as train_state.json records them. */
@@ -21,6 +24,13 @@ export interface SplitDigests {
   trainDigest: string;
   /** {@link indexDigest} of the test split's indices. */
   testDigest: string;
+}
+
+/** What train_state.json records about a split, as {@link checkRebuiltSplit} checks it. */
+export interface RecordedSplit extends Partial<SplitDigests> {
+  /** Sizes of the training and test splits (after --limit / --test-limit). */
+  trainCount?: number;
+  testCount?: number;
 }
 
 /** What an evaluation says about the examples it used (written to analysis.json and attack.json). */
@@ -45,6 +55,12 @@ export interface EvaluationSplit {
   evaluatedDigest: string;
   /** Whether the checkpoint's recorded digests were there to check (older checkpoints have none). */
   digestsChecked: boolean;
+  /**
+   * Whether the data was recognised as the checkpoint's by its content digest (data/identity.ts;
+   * false: the checkpoint records none, and the data's path was compared). Absent in files
+   * written before it was recorded.
+   */
+  contentChecked?: boolean;
   /** The indices of the evaluated examples (the data set's own numbering). */
   indices: number[];
 }
@@ -81,26 +97,54 @@ export function splitDigests(train: ArrayLike<number>, test: ArrayLike<number>):
 }
 
 /**
- * Checks that a rebuilt split is the one a checkpoint was trained with, and that the examples
- * to evaluate are held out.
+ * The refusal of data whose content changed since training: one line naming the file (or
+ * folder, or embedded set) and both content digests.
  *
- * @param who the command, for messages ("analyze", "attack").
- * @param spec the data spec, for messages.
- * @param recorded the checkpoint's digests (undefined for checkpoints written before they were
- *   recorded: only the overlap check runs).
- * @param train indices of the rebuilt training split; @param test of the rebuilt test split.
- * @param evaluated indices about to be evaluated.
- * @throws InputError when a digest differs (the data changed since training) or an evaluated
- *   index is a training index.
+ * @param who the command ("analyze", "attack", "resume").
+ * @example changedDataError("analyze", "csv:d.csv", "sha256:1...", "sha256:2...").message
+ *   // "analyze: the data file d.csv changed since training (content sha256:1…, train_state.json records sha256:2…); ..."
  */
-export function checkHeldOut(
+export function changedDataError(who: string, spec: string, actual: string, recorded: string): InputError {
+  return new InputError(
+    `${who}: ${dataName(spec)} changed since training (content ${shortDigest(actual)}, train_state.json records ${shortDigest(recorded)}); which of its examples the checkpoint was trained on is unknown, so it is refused`,
+  );
+}
+
+/**
+ * Checks that a split rebuilt from a checkpoint's data, seed and limits is the one it was
+ * trained with: both split digests or neither recorded, the recorded sizes, the digests.
+ *
+ * @param who the command, for messages ("analyze", "attack", "resume").
+ * @param spec the data spec, for messages.
+ * @param recorded what train_state.json records (undefined, or without digests, for
+ *   checkpoints written before they were recorded).
+ * @param train indices of the rebuilt training split; @param test of the rebuilt test split.
+ * @returns whether digests were there to check.
+ * @throws InputError when only one of the two digests is recorded (an edited train_state.json
+ *   cannot be checked), a size or a digest differs (the data changed since training, or the
+ *   record was edited).
+ */
+export function checkRebuiltSplit(
   who: string,
   spec: string,
-  recorded: Partial<SplitDigests> | undefined,
+  recorded: RecordedSplit | undefined,
   train: ArrayLike<number>,
   test: ArrayLike<number>,
-  evaluated: ArrayLike<number>,
-): void {
+): boolean {
+  const hasTrain = recorded?.trainDigest !== undefined;
+  const hasTest = recorded?.testDigest !== undefined;
+  if (hasTrain !== hasTest)
+    throw new InputError(
+      `${who}: the checkpoint records ${hasTrain ? "trainDigest" : "testDigest"} but not ${hasTrain ? "testDigest" : "trainDigest"}; both split digests are needed to check its held-out split (train_state.json edited?)`,
+    );
+  for (const [name, recordedCount, rebuilt] of [
+    ["training", recorded?.trainCount, train.length],
+    ["test", recorded?.testCount, test.length],
+  ] as const)
+    if (recordedCount !== undefined && recordedCount !== rebuilt)
+      throw new InputError(
+        `${who}: the ${name} split of ${spec} rebuilt from the checkpoint's seed and limits has ${rebuilt} examples, train_state.json records ${recordedCount}; the data or the record changed since training`,
+      );
   if (recorded?.trainDigest !== undefined && recorded.trainDigest !== indexDigest(train))
     throw new InputError(
       `${who}: the training split of ${spec} rebuilt from the checkpoint's seed is not the one it was trained on (digest ${indexDigest(train)}, recorded ${recorded.trainDigest}); the data changed since training, so its held-out examples are unknown`,
@@ -109,6 +153,31 @@ export function checkHeldOut(
     throw new InputError(
       `${who}: the test split of ${spec} rebuilt from the checkpoint's seed is not the one recorded at training (digest ${indexDigest(test)}, recorded ${recorded.testDigest}); the data changed since training`,
     );
+  return hasTrain;
+}
+
+/**
+ * Checks that a rebuilt split is the one a checkpoint was trained with
+ * ({@link checkRebuiltSplit}), and that the examples to evaluate are held out.
+ *
+ * @param who the command, for messages ("analyze", "attack").
+ * @param spec the data spec, for messages.
+ * @param recorded the checkpoint's digests and sizes (undefined for checkpoints written before
+ *   they were recorded: only the overlap check runs).
+ * @param train indices of the rebuilt training split; @param test of the rebuilt test split.
+ * @param evaluated indices about to be evaluated.
+ * @throws InputError as {@link checkRebuiltSplit}, or when an evaluated index is a training
+ *   index.
+ */
+export function checkHeldOut(
+  who: string,
+  spec: string,
+  recorded: RecordedSplit | undefined,
+  train: ArrayLike<number>,
+  test: ArrayLike<number>,
+  evaluated: ArrayLike<number>,
+): void {
+  checkRebuiltSplit(who, spec, recorded, train, test);
   const seen = new Set<number>();
   for (let i = 0; i < train.length; i++) seen.add(train[i]);
   let overlap = 0;
@@ -127,15 +196,24 @@ export function checkHeldOut(
 /**
  * One line saying which examples an evaluation used.
  *
- * @example describeSplit(split) // "held-out test split of mnist (training seed 5: 4000 train / 2000 test, digests checked); evaluating the first 12"
+ * @example describeSplit(split)
+ *   // "held-out test split of mnist (the checkpoint's: seed 5, 4000 train / 2000 test, content and digests checked); evaluating the first 12 (sha256:0123456789abcdef)"
  */
 export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   const first = `evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
-  if (split.origin === "checkpoint")
+  if (split.origin === "checkpoint") {
+    const checked = split.digestsChecked
+      ? split.contentChecked === true
+        ? "content and digests checked"
+        : "digests checked"
+      : split.contentChecked === true
+        ? "content checked, no digests recorded, overlap checked"
+        : "no digests recorded, overlap checked";
     return (
       `held-out test split of ${split.spec} (the checkpoint's: seed ${split.splitSeed}, ${split.trainCount} train / ${split.testCount} test, ` +
-      `${split.digestsChecked ? "digests checked" : "no digests recorded, overlap checked"}); ${first}`
+      `${checked}); ${first}`
     );
+  }
   if (split.origin === "other-data")
     return `test split of ${split.spec} (not the checkpoint's training data; split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
   return `test split of ${split.spec} (random-init model, split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;

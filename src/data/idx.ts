@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { InputError } from "../util/errors.ts";
+import { ContentHasher } from "./identity.ts";
 
 /**
  * Reader of IDX files, the format of MNIST and Fashion-MNIST (Y. LeCun et al.,
@@ -150,10 +151,12 @@ function hex(b: number): string {
 /**
  * Reads and decodes an IDX file, gzip-compressed or not (see {@link decodeIdx}).
  *
+ * @param hasher when given, the file's bytes (as read, compressed or not) are added to it.
  * @throws IdxError naming `path` on a malformed file; the file-system error when unreadable.
  */
-export async function readIdx(path: string): Promise<IdxTensor> {
+export async function readIdx(path: string, hasher?: ContentHasher): Promise<IdxTensor> {
   const bytes = await readFile(path);
+  hasher?.add(bytes);
   return decodeIdx(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), path);
 }
 
@@ -172,6 +175,11 @@ export interface IdxSplit {
 export interface IdxDataset {
   train: IdxSplit;
   test: IdxSplit;
+  /**
+   * Content digest of the four files as read (data/identity.ts): training images, training
+   * labels, test images, test labels.
+   */
+  contentDigest: string;
 }
 
 /** Finds `<prefix>-<kind>-idx<d>-ubyte`, also with ".idx" instead of "-idx" and/or ".gz". */
@@ -186,15 +194,15 @@ function findFile(dir: string, prefix: string, kind: string, dims: number): stri
   throw new IdxError(`${dir}: no ${prefix} ${kind} file found (looked for ${tried.join(", ")})`);
 }
 
-async function loadSplit(dir: string, prefix: "train" | "t10k"): Promise<IdxSplit> {
+async function loadSplit(dir: string, prefix: "train" | "t10k", hasher: ContentHasher): Promise<IdxSplit> {
   const imagesPath = findFile(dir, prefix, "images", 3);
   const labelsPath = findFile(dir, prefix, "labels", 1);
-  const images = await readIdx(imagesPath);
+  const images = await readIdx(imagesPath, hasher);
   if (images.dtype !== "u8" || images.shape.length !== 3)
     throw new IdxError(
       `${imagesPath}: expected unsigned bytes of shape [count, rows, cols], got ${images.dtype} of shape [${images.shape.join(", ")}]`,
     );
-  const labels = await readIdx(labelsPath);
+  const labels = await readIdx(labelsPath, hasher);
   if (labels.dtype !== "u8" || labels.shape.length !== 1)
     throw new IdxError(
       `${labelsPath}: expected unsigned bytes of shape [count], got ${labels.dtype} of shape [${labels.shape.join(", ")}]`,
@@ -222,18 +230,19 @@ async function loadSplit(dir: string, prefix: "train" | "t10k"): Promise<IdxSpli
  *
  * @param dir the folder.
  * @returns train and test splits: images as float32 in [0, 1], shape [count, height, width]
- *   (flattened, row-major), labels as Int32Array in 0..9.
+ *   (flattened, row-major), labels as Int32Array in 0..9; the content digest of the files.
  * @throws IdxError naming the file and the problem: a missing file, a malformed IDX file,
  *   images that are not unsigned bytes of rank 3, labels that are not unsigned bytes of rank 1,
  *   image and label counts that differ, a label above 9, or train and test image sizes that
  *   differ.
  */
 export async function loadIdxDataset(dir: string): Promise<IdxDataset> {
-  const train = await loadSplit(dir, "train");
-  const test = await loadSplit(dir, "t10k");
+  const hasher = new ContentHasher();
+  const train = await loadSplit(dir, "train", hasher);
+  const test = await loadSplit(dir, "t10k", hasher);
   if (train.height !== test.height || train.width !== test.width)
     throw new IdxError(
       `${dir}: train images are ${train.height}x${train.width} but test images are ${test.height}x${test.width}`,
     );
-  return { train, test };
+  return { train, test, contentDigest: hasher.digest() };
 }

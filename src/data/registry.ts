@@ -30,13 +30,20 @@ export interface ImageSourceData {
   classes: number;
   /** The valid pixel range [low, high] (attacks clip to it; eps limits come from it). */
   range: readonly [number, number];
+  /**
+   * What was read, as a content digest (data/identity.ts ContentHasher): files, SHA-256 of
+   * the bytes of every file read; an embedded set, a digest of its content. Checkpoints record
+   * it: the same digest is the same data however the spec is spelled, and another digest at
+   * the same path is data changed since training.
+   */
+  contentDigest: string;
 }
 
 /** Options every text source receives (file sources use the columns and encoding). */
 export interface TextLoadOptions {
   textColumn?: string;
   labelColumn?: string;
-  /** Character encoding of a file ("auto": UTF-8, else Windows-1252). */
+  /** Character encoding of a file ("auto": a UTF-16 byte-order mark, else UTF-8, else Windows-1252). */
   encoding?: string;
   /** Class names to map labels to (a checkpoint's); a label outside them is an error. */
   labelNames?: readonly string[];
@@ -52,6 +59,13 @@ export interface TextSourceData {
   textColumn: string | null;
   labelColumn: string | null;
   encoding: string | null;
+  /** What was read, as a content digest (see {@link ImageSourceData.contentDigest}). */
+  contentDigest: string;
+  /**
+   * File sources: the line where each record starts (1-based), for messages such as the
+   * warning about a class with very few examples; absent for an embedded corpus.
+   */
+  lines?: number[];
 }
 
 interface SourceBase {

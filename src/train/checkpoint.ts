@@ -72,10 +72,30 @@ export const TrainStateSchema = z.strictObject({
     encoding: z.string().nullable().optional(),
     /**
      * Digests of the training and test indices (data/heldOut.ts indexDigest), so commands that
-     * evaluate the checkpoint can check they rebuilt the same split (absent in older checkpoints).
+     * evaluate the checkpoint can check they rebuilt the same split (both absent in older
+     * checkpoints; one without the other is refused).
      */
     trainDigest: z.string().optional(),
     testDigest: z.string().optional(),
+    /**
+     * The content digest of what the data source read (data/identity.ts: the bytes of every
+     * file read, or an embedded set's content): the same digest is the checkpoint's own data
+     * however the spec is spelled; another one at the same path is data changed since training
+     * (absent in older checkpoints).
+     */
+    contentDigest: z.string().optional(),
+    /**
+     * The absolute path of the file or folder the spec named at training (absent for embedded
+     * sets and older checkpoints), so "the same path" does not depend on the current folder.
+     */
+    path: z.string().optional(),
+  }).superRefine((data, ctx) => {
+    if ((data.trainDigest === undefined) !== (data.testDigest === undefined))
+      ctx.addIssue({
+        code: "custom",
+        path: [data.trainDigest === undefined ? "trainDigest" : "testDigest"],
+        message: `missing while ${data.trainDigest === undefined ? "testDigest" : "trainDigest"} is recorded; both split digests or neither (an edited file cannot be checked against its held-out split)`,
+      });
   }),
   jasmin: z.strictObject({
     lambda: z.number().min(0),

@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { batchCount, loadDataset, SeededRng, type ImageDataset } from "../data/dataset.ts";
-import { indexDigest, splitDigests } from "../data/heldOut.ts";
+import { changedDataError, checkRebuiltSplit, splitDigests } from "../data/heldOut.ts";
+import { dataPath } from "../data/identity.ts";
 import { isTextDataSpec, loadTextDataset, type TextDataset } from "../data/text/dataset.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
@@ -36,7 +37,7 @@ export interface TrainOptions {
   textColumn?: string;
   /** Text files: the column / key holding the label ["label"]; labels become class ids in sorted order. */
   labelColumn?: string;
-  /** Text files: the character encoding ["auto": UTF-8, else Windows-1252]; recorded in the checkpoint. */
+  /** Text files: the character encoding ["auto": UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]; recorded in the checkpoint. */
   encoding?: string;
   /** A data set already loaded (tests, notebooks); its spec is recorded. Overrides `data`. */
   dataset?: ImageDataset | TextDataset;
@@ -75,8 +76,10 @@ export interface TrainOptions {
   stopAfterEpoch?: number;
   /** Progress display ["auto"]. */
   progress?: ProgressMode;
-  /** Where progress and epoch lines go [console.log]. */
+  /** Where progress and epoch lines (and a text file's classes) go [console.log]. */
   log?: (line: string) => void;
+  /** Where warnings go, one line each (a text file's class with very few examples) [console.error]. */
+  warn?: (line: string) => void;
   /** Examples per evaluation forward pass [250]. */
   evalBatchSize?: number;
 }
@@ -112,9 +115,22 @@ export function isText(d: ImageDataset | TextDataset): d is TextDataset {
 }
 
 /**
+ * What identifies the data a run reads, for train_state.json: its content digest and the
+ * absolute path of its file or folder (data/identity.ts); each absent when unknown.
+ */
+function dataIdentity(dataset: ImageDataset | TextDataset): { contentDigest?: string; path?: string } {
+  const path = dataPath(dataset.spec);
+  return {
+    ...(typeof dataset.contentDigest === "string" ? { contentDigest: dataset.contentDigest } : {}),
+    ...(path !== null ? { path } : {}),
+  };
+}
+
+/**
  * A new run: settings validated, data loaded (the tokenizer built from the training split for
  * text), the model initialised with `seed`, a fresh AdamW, the train state with the split's
- * digests (data/heldOut.ts), and an empty metrics.jsonl in `out`.
+ * digests (data/heldOut.ts) and the data's content digest and path (data/identity.ts), and an
+ * empty metrics.jsonl in `out`.
  *
  * @throws InputError on a bad setting, unreadable data, a model that does not fit the data, or
  *   `out` already holding a checkpoint.
@@ -188,6 +204,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
       trainCount: dataset.train.count,
       testCount: dataset.test.count,
       ...splitDigests(dataset.train.indices, dataset.test.indices),
+      ...dataIdentity(dataset),
       ...(isText(dataset)
         ? {
             labels: dataset.labelNames,
@@ -230,9 +247,9 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
 
 /**
  * A run restored from the checkpoint in `options.resume`: model, optimizer state, train state
- * and RNG as saved, the same data (same split, checked by size and digest; the checkpoint's
- * tokenizer for text), metrics.jsonl cut back to the checkpoint's step. `options.epochs`
- * extends or shortens the run (the schedule is recomputed).
+ * and RNG as saved, the same data (same content digest where recorded, same split, checked
+ * by sizes and digests; the checkpoint's tokenizer for text), metrics.jsonl cut back to the
+ * checkpoint's step. `options.epochs` extends or shortens the run (the schedule is recomputed).
  *
  * @throws CheckpointError on a broken checkpoint; InputError when `options.out` names another
  *   folder or the data changed since training.
@@ -265,17 +282,10 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
             tokenizer: ckpt.tokenizer ?? undefined,
           })
         : await loadDataset(state.data.spec, limits));
-    if (dataset.train.count !== state.data.trainCount)
-      throw new InputError(
-        `resume: the data now has ${dataset.train.count} training examples, the checkpoint was trained on ${state.data.trainCount}`,
-      );
-    if (
-      state.data.trainDigest !== undefined &&
-      state.data.trainDigest !== indexDigest(dataset.train.indices)
-    )
-      throw new InputError(
-        `resume: the training split of ${state.data.spec} rebuilt from the checkpoint's seed differs from the one it was trained on (the data changed since training)`,
-      );
+    const recorded = state.data.contentDigest;
+    if (recorded !== undefined && dataset.contentDigest !== recorded)
+      throw changedDataError("resume", state.data.spec, String(dataset.contentDigest), recorded);
+    checkRebuiltSplit("resume", state.data.spec, state.data, dataset.train.indices, dataset.test.indices);
     if (options.epochs !== undefined && options.epochs !== state.epochs) {
       state.epochs = positiveInt("epochs", options.epochs, 1);
       state.optimizer.totalSteps =

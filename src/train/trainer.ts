@@ -1,11 +1,12 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { SeededRng } from "../data/dataset.ts";
+import { classesLine, rareClassWarnings } from "../data/text/classes.ts";
 import type { Model } from "../nn/create.ts";
 import type { TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
 import { createProgress } from "./progress.ts";
-import { freshRun, restoreRun, type TrainOptions } from "./setup.ts";
+import { freshRun, isText, restoreRun, type TrainOptions } from "./setup.ts";
 
 /**
  * Training of the ViT on image data, or of the text classifier on text data (padding masks
@@ -49,8 +50,10 @@ export interface TrainResult {
  * Per epoch ({@link trainEpoch}): a permutation of the training set from the seeded shuffling
  * stream, batches of `batchSize` (the last one smaller), one step each, then evaluation on the
  * test split; with `out`, a metrics.jsonl record per step and per epoch and a checkpoint at the
- * end of each epoch. Resuming reaches the same weights as an uninterrupted run with the same
- * settings (dropout 0; tf.dropout draws unseeded randomness).
+ * end of each epoch. A new run on a text file first prints its classes with their counts and
+ * warns (`warn`) about a class with fewer than 3 examples, naming the line of its first one.
+ * Resuming reaches the same weights as an uninterrupted run with the same settings (dropout 0;
+ * tf.dropout draws unseeded randomness).
  *
  * @throws InputError on bad settings or data, or when `out` already holds a checkpoint (resume
  *   it instead); CheckpointError on a broken checkpoint to resume; TrainingDiverged on a NaN or
@@ -70,6 +73,12 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   const { state, out } = run;
   const rng = new SeededRng(state.rng.shuffle);
   const progress = createProgress(options.progress ?? "auto", log);
+  const data = run.dataset;
+  if (options.resume === undefined && isText(data) && data.firstLines != null) {
+    // Every distinct label is a class: show them, and flag the rare ones (a typo?).
+    log(classesLine(data));
+    for (const line of rareClassWarnings(data)) (options.warn ?? console.error)(line);
+  }
   const metricsPath = out === null ? null : join(out, "metrics.jsonl");
   const record = (r: object) => {
     if (metricsPath !== null) appendFileSync(metricsPath, JSON.stringify(r) + "\n");

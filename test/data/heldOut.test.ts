@@ -6,20 +6,21 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { useBackend } from "../../src/backend.ts";
 import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { loadDataset } from "../../src/data/dataset.ts";
 import { imageEvaluationSplit, textEvaluationSplit } from "../../src/data/evaluationInputs.ts";
 import { checkHeldOut, indexDigest } from "../../src/data/heldOut.ts";
-import { loadEmbeddedMnist } from "../../src/data/mnist.ts";
+import { embeddedMnistDigest, loadEmbeddedMnist } from "../../src/data/mnist.ts";
 import { loadTextDataset } from "../../src/data/text/dataset.ts";
 import { runAttack } from "../../src/cli/attackRun.ts";
 import { InputError } from "../../src/util/errors.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
+import { sha256Parts } from "../helpers/sha256Parts.ts";
 
 await useBackend("wasm");
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
@@ -59,7 +60,14 @@ test("checkHeldOut refuses an evaluated training example and a changed split, na
   );
   assert.throws(
     () =>
-      checkHeldOut("attack", "csv:x.csv", { trainDigest: indexDigest([1, 2]) }, [1, 3], [4], [4]),
+      checkHeldOut(
+        "attack",
+        "csv:x.csv",
+        { trainDigest: indexDigest([1, 2]), testDigest: indexDigest([4]) },
+        [1, 3],
+        [4],
+        [4],
+      ),
     {
       name: "InputError",
       message:
@@ -67,8 +75,37 @@ test("checkHeldOut refuses an evaluated training example and a changed split, na
     },
   );
   assert.throws(
-    () => checkHeldOut("attack", "spam", { testDigest: indexDigest([9]) }, [1, 3], [4], [4]),
+    () =>
+      checkHeldOut(
+        "attack",
+        "spam",
+        { trainDigest: indexDigest([1, 3]), testDigest: indexDigest([9]) },
+        [1, 3],
+        [4],
+        [4],
+      ),
     { name: "InputError", message: /^attack: the test split of spam rebuilt/ },
+  );
+  // A weakened record is refused, not checked less: one digest without the other, wrong sizes.
+  assert.throws(
+    () => checkHeldOut("analyze", "mnist", { testDigest: indexDigest([4]) }, [1, 3], [4], [4]),
+    {
+      name: "InputError",
+      message:
+        "analyze: the checkpoint records testDigest but not trainDigest; both split digests are needed to check its held-out split (train_state.json edited?)",
+    },
+  );
+  assert.throws(
+    () => checkHeldOut("analyze", "mnist", { trainCount: 2, testCount: 5 }, [1, 3], [4], [4]),
+    {
+      name: "InputError",
+      message:
+        "analyze: the test split of mnist rebuilt from the checkpoint's seed and limits has 1 examples, train_state.json records 5; the data or the record changed since training",
+    },
+  );
+  assert.throws(
+    () => checkHeldOut("attack", "mnist", { trainCount: 7, testCount: 1 }, [1, 3], [4], [4]),
+    { name: "InputError", message: /^attack: the training split of mnist rebuilt from the checkpoint's seed and limits has 2 examples, train_state.json records 7;/ },
   );
   checkHeldOut(
     "analyze",
@@ -261,4 +298,204 @@ test("the report says which test examples an attack and an analysis used, and th
     /held-out test split of mnist \(the checkpoint&#39;s: seed 5, 4000 train \/ 2000 test, digests checked\); evaluating the first 80/,
   );
   assert.match(html, /not recorded \(file from an older attnlip\)/); // the fixture's analysis.json
+});
+
+/** 80 texts "hate it item i" (neg) / "love it item i" (pos), as a CSV file's bytes. */
+function reviews(): string {
+  const rows = ["text,label"];
+  for (let i = 0; i < 80; i++) rows.push(i % 2 === 0 ? `hate it item ${i},neg` : `love it item ${i},pos`);
+  return rows.join("\n") + "\n";
+}
+
+const TINY_TEXT = {
+  kind: "text",
+  vocabSize: 64,
+  maxLength: 8,
+  dModel: 8,
+  heads: 2,
+  blocks: 1,
+  mlpHidden: 16,
+  classes: 2,
+  pooling: "cls",
+} as const;
+
+/** Trains the tiny text model one epoch on `spec` (seed 5) into `out`; returns train_state.json. */
+async function trainText(spec: string, out: string) {
+  const r = await train({ ...QUIET, data: spec, model: TINY_TEXT, epochs: 1, batchSize: 16, seed: 5, out });
+  r.model.dispose();
+  return JSON.parse(readFileSync(join(out, "train_state.json"), "utf8"));
+}
+
+/** The CLI's analyze on a checkpoint, run in `cwd`: exit status, stdout, stderr lines. */
+function analyzeCli(cwd: string, checkpoint: string, ...args: string[]) {
+  const r = spawnSync(
+    process.execPath,
+    [bin, "analyze", checkpoint, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(cwd, "analysis"), ...args],
+    { encoding: "utf8", cwd },
+  );
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr.trim().split("\n").filter((l) => l !== "") };
+}
+
+// Issue: `train --data csv:/tmp/td/cp1252.csv --seed 5`, then `analyze --data
+// csv:/tmp/td/./cp1252.csv` was taken for other data (the recorded spec was compared as a raw
+// string) and 30 of the 40 evaluated texts were training texts. The checkpoint's own data is
+// now known by the content digest of the file, whatever the path's spelling.
+test("a text checkpoint's own data is known by content: every spelling of its path, and a copy elsewhere, gives its held-out split", async () => {
+  const dir = realpathSync(tempDir("attnlip-spelling-"));
+  const file = join(dir, "d.csv");
+  writeFileSync(file, reviews());
+  mkdirSync(join(dir, "elsewhere"));
+  const out = join(dir, "runs", "cs5");
+  const rel = relative(process.cwd(), file);
+  const state = await trainText(`csv:${rel}`, out);
+  assert.equal(state.data.spec, `csv:${rel}`);
+  assert.equal(state.data.contentDigest, sha256Parts([readFileSync(file)]));
+  assert.equal(state.data.path, file);
+  const own = await loadTextDataset(`csv:${file}`, { seed: 5 });
+  const trainIdx = own.train.indices;
+  // The old fault, as a value: the test split by seed 0 ("other data") holds training texts.
+  const seed0 = await loadTextDataset(`csv:${file}`, { seed: 0 });
+  assert.ok(overlap(trainIdx, seed0.test.indices) > 8, "another seed's test split meets this training split");
+
+  writeFileSync(join(dir, "elsewhere", "copy.csv"), reviews());
+  const trained = { ...state.data, seed: 5 };
+  for (const spec of [
+    undefined,
+    `csv:${file}`,
+    `csv:${dir}/./d.csv`,
+    `csv:${dir}/elsewhere/../d.csv`,
+    `csv:${join(dir, "elsewhere", "copy.csv")}`,
+  ]) {
+    const chosen = await textEvaluationSplit(
+      { who: "analyze", data: spec, trained, seed: 0, n: 40 },
+      { classes: 2, labelNames: state.data.labels },
+    );
+    assert.equal(chosen.info.origin, "checkpoint", String(spec));
+    assert.equal(chosen.info.contentChecked, true);
+    assert.equal(chosen.info.digestsChecked, true);
+    assert.deepEqual(chosen.info.indices, Array.from(own.test.indices), String(spec));
+    assert.equal(overlap(trainIdx, chosen.info.indices), 0);
+  }
+  // Other content at another path is other data (its own test split by --seed).
+  const other = join(dir, "other.csv");
+  writeFileSync(other, reviews().replaceAll("item", "thing"));
+  const chosen = await textEvaluationSplit(
+    { who: "analyze", data: `csv:${other}`, trained, seed: 0, n: 40 },
+    { classes: 2, labelNames: state.data.labels },
+  );
+  assert.equal(chosen.info.origin, "other-data");
+  assert.equal(chosen.info.contentChecked, false);
+
+  // The newcomer's way: trained with a relative path, run from another folder with the
+  // absolute one. The line says it is the checkpoint's held-out split.
+  const r = analyzeCli(join(dir, "elsewhere"), out, "--data", `csv:${dir}/./d.csv`);
+  assert.equal(r.status, 0, r.stderr.join("\n"));
+  assert.match(
+    r.stdout,
+    /data: held-out test split of csv:.*\/\.\/d\.csv \(the checkpoint's: seed 5, 64 train \/ 16 test, content and digests checked\); evaluating the first 16/,
+  );
+});
+
+test("a checkpoint without a content digest (older attnlip) compares absolute paths, not spellings", async () => {
+  const dir = realpathSync(tempDir("attnlip-older-"));
+  const file = join(dir, "d.csv");
+  writeFileSync(file, reviews());
+  const out = join(dir, "run");
+  const state = await trainText(`csv:${file}`, out);
+  delete state.data.contentDigest;
+  delete state.data.path;
+  const trained = { ...state.data, seed: 5 };
+  const own = await loadTextDataset(`csv:${file}`, { seed: 5 });
+  const asked = await textEvaluationSplit(
+    { who: "attack", data: `csv:${relative(process.cwd(), dir)}/./d.csv`, trained, seed: 0, n: 40 },
+    { classes: 2, labelNames: state.data.labels },
+  );
+  assert.equal(asked.info.origin, "checkpoint");
+  assert.equal(asked.info.contentChecked, false);
+  assert.deepEqual(asked.info.indices, Array.from(own.test.indices));
+  // A copy elsewhere cannot be recognised without a content digest: other data.
+  const copy = join(dir, "copy.csv");
+  writeFileSync(copy, reviews());
+  const elsewhere = await textEvaluationSplit(
+    { who: "attack", data: `csv:${copy}`, trained, seed: 0, n: 40 },
+    { classes: 2, labelNames: state.data.labels },
+  );
+  assert.equal(elsewhere.info.origin, "other-data");
+});
+
+// Issue: `sed -i 's/hate it item 0/COMPLETELY DIFFERENT TEXT/' d.csv` kept the labels, so the
+// split digests still matched and analyze said "digests checked". The file's content digest
+// now differs from the recorded one: analyze, attack and resume refuse, naming the file.
+test("a data file edited since training (labels unchanged) is refused by analyze, attack and resume, whatever the spelling", async () => {
+  const dir = realpathSync(tempDir("attnlip-edited-"));
+  const file = join(dir, "d.csv");
+  writeFileSync(file, reviews());
+  const out = join(dir, "rel");
+  await trainText(`csv:${file}`, out);
+  writeFileSync(file, reviews().replace("hate it item 0,", "COMPLETELY DIFFERENT TEXT,"));
+  const recorded = sha256Parts([Buffer.from(reviews())]);
+  const now = sha256Parts([readFileSync(file)]);
+  for (const [cwd, args, name] of [
+    [dir, [], file],
+    [dir, ["--data", "csv:./d.csv"], "./d.csv"],
+  ] as const) {
+    const r = analyzeCli(cwd, out, ...args);
+    assert.equal(r.status, 2, r.stderr.join("\n"));
+    assert.deepEqual(r.stderr, [
+      `attnlip: analyze: the data file ${name} changed since training (content ${now.slice(0, 23)}…, train_state.json records ${recorded.slice(0, 23)}…); which of its examples the checkpoint was trained on is unknown, so it is refused`,
+    ]);
+  }
+  const attack = spawnSync(process.execPath, [bin, "attack", out, "--n", "2", "--eps", "0", "--out", join(dir, "a.json")], {
+    encoding: "utf8",
+  });
+  assert.equal(attack.status, 2);
+  assert.match(attack.stderr.trim(), /^attnlip: attack: the data file .*d\.csv changed since training \(content /);
+  await assert.rejects(train({ ...QUIET, resume: out, epochs: 2 }), {
+    name: "InputError",
+    message: new RegExp(`^resume: the data file ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} changed since training`),
+  });
+});
+
+// Issue: setting testCount or trainCount in train_state.json to wrong values was accepted, and
+// deleting only trainDigest fell back to "no digests recorded, overlap checked".
+test("a train_state.json with wrong split sizes or only one split digest is refused (exit 2, one line)", async () => {
+  const dir = realpathSync(tempDir("attnlip-weakened-"));
+  const file = join(dir, "d.csv");
+  writeFileSync(file, reviews());
+  const out = join(dir, "run");
+  const state = await trainText(`csv:${file}`, out);
+  const path = join(out, "train_state.json");
+  const cases: [(s: typeof state) => void, RegExp][] = [
+    [(s) => (s.data.testCount = 40), /^attnlip: analyze: the test split of csv:.* has 16 examples, train_state\.json records 40;/],
+    [(s) => (s.data.trainCount = 10), /^attnlip: analyze: the training split of csv:.* has 64 examples, train_state\.json records 10;/],
+    [(s) => delete s.data.trainDigest, /^attnlip: checkpoint .*: train_state\.json: data\.trainDigest: missing while testDigest is recorded;/],
+    [(s) => delete s.data.testDigest, /^attnlip: checkpoint .*: train_state\.json: data\.testDigest: missing while trainDigest is recorded;/],
+  ];
+  for (const [edit, message] of cases) {
+    const edited = structuredClone(state);
+    edit(edited);
+    writeFileSync(path, JSON.stringify(edited));
+    const r = analyzeCli(dir, out);
+    assert.equal(r.status, 2, r.stderr.join("\n"));
+    assert.equal(r.stderr.length, 1, r.stderr.join("\n"));
+    assert.match(r.stderr[0], message);
+  }
+  // Resume checks the sizes too.
+  writeFileSync(path, JSON.stringify({ ...state, data: { ...state.data, testCount: 3 } }));
+  await assert.rejects(train({ ...QUIET, resume: out, epochs: 2 }), /^InputError: resume: the test split of csv:.* has 16 examples, train_state\.json records 3;/);
+});
+
+test("embedded data: a checkpoint records the set's content digest, and another digest is refused as changed", async () => {
+  const out = join(tempDir(), "ckpt-embedded");
+  await train({ data: "mnist", model: "vit-micro", epochs: 1, limit: 32, testLimit: 64, batchSize: 16, seed: 2, out, ...QUIET });
+  const path = join(out, "train_state.json");
+  const state = JSON.parse(readFileSync(path, "utf8"));
+  assert.equal(state.data.contentDigest, embeddedMnistDigest());
+  assert.equal(state.data.path, undefined);
+  const chosen = await imageEvaluationSplit({ who: "analyze", data: "mnist", trained: { ...state.data, seed: 2 }, seed: 0, n: 4 });
+  assert.equal(chosen.info.contentChecked, true);
+  writeFileSync(path, JSON.stringify({ ...state, data: { ...state.data, contentDigest: "sha256:" + "0".repeat(64) } }));
+  const r = spawnSync(process.execPath, [bin, "analyze", out, "--n", "2", "--no-head-truth", "--no-block-truth"], { encoding: "utf8" });
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr.trim(), /^attnlip: analyze: the embedded data set mnist changed since training \(content sha256:[0-9a-f]{16}…, train_state\.json records sha256:0{16}…\)/);
 });

@@ -1,7 +1,10 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createRequire } from "node:module";
 import { tf, useBackend } from "../../src/backend.ts";
+import { loadDataset } from "../../src/data/dataset.ts";
 import {
+  embeddedMnistDigest,
   loadEmbeddedMnist,
   mnistImageTensor,
   mnistLabelTensor,
@@ -9,6 +12,7 @@ import {
   takeExamples,
   type MnistSplit,
 } from "../../src/data/mnist.ts";
+import { sha256Parts } from "../helpers/sha256Parts.ts";
 
 await useBackend("wasm");
 
@@ -108,4 +112,21 @@ test("takeExamples and tensors", () => {
   assert.deepEqual(Array.from(x.dataSync().slice(0, 784)), Array.from(few.images.slice(0, 784)));
   tf.dispose([x, y]);
   assert.equal(tf.memory().numTensors, before);
+});
+
+// The embedded digits are known by a content digest (checkpoints record it: analyze and attack
+// compare it with the data they load): each class's count and its pixels as float32 bytes.
+test("embedded MNIST's content digest is the package's digits, class by class", async () => {
+  const pkg = createRequire(import.meta.url)("mnist") as Record<number, { raw: number[]; length: number }>;
+  const parts: (string | Uint8Array)[] = [];
+  for (let c = 0; c < 10; c++) {
+    const pixels = Float32Array.from(pkg[c].raw);
+    parts.push(String(pkg[c].length), new Uint8Array(pixels.buffer));
+  }
+  assert.equal(embeddedMnistDigest(), sha256Parts(parts));
+  // The same for every seed and limit: it is the data set's, not the split's.
+  const a = await loadDataset("mnist", { seed: 1, limit: 10, testLimit: 10 });
+  const b = await loadDataset("mnist", { seed: 7 });
+  assert.equal(a.contentDigest, embeddedMnistDigest());
+  assert.equal(b.contentDigest, embeddedMnistDigest());
 });

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { useBackend } from "../../src/backend.ts";
 import { loadDataset } from "../../src/data/dataset.ts";
 import { imageEvaluationSplit } from "../../src/data/evaluationInputs.ts";
+import { contentDigest } from "../../src/data/identity.ts";
 import {
   parseSpec,
   registerDataSource,
@@ -38,7 +39,7 @@ const toyImages: ImageSource = {
       }
       return { images, labels, count, shape: [14, 14, 1] as [number, number, number], indices: Int32Array.from({ length: count }, (_, i) => offset + i) };
     };
-    return { train: make(60, 0), test: make(30, 60), classes: 3, range: [0, 1] };
+    return { train: make(60, 0), test: make(30, 60), classes: 3, range: [0, 1], contentDigest: contentDigest(["toy-images", String(seed)]) };
   },
 };
 
@@ -49,7 +50,7 @@ const toyTexts: TextSource = {
   summary: "generated texts",
   async load(file) {
     const texts = Array.from({ length: 20 }, (_, i) => (i % 2 ? `good ${file} ${i}` : `bad ${file} ${i}`));
-    return { texts, labels: Int32Array.from(texts, (_, i) => i % 2), labelNames: ["bad", "good"], textColumn: null, labelColumn: null, encoding: null };
+    return { texts, labels: Int32Array.from(texts, (_, i) => i % 2), labelNames: ["bad", "good"], textColumn: null, labelColumn: null, encoding: null, contentDigest: contentDigest(texts) };
   },
 };
 

@@ -15,6 +15,7 @@ import {
   resolveCharset,
 } from "../../src/data/text/index.ts";
 import { InputError } from "../../src/util/errors.ts";
+import { sha256Parts } from "../helpers/sha256Parts.ts";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "text");
 /** A fixture message as bytes. */
@@ -105,6 +106,23 @@ test("a message given as a string is text already: 8-bit characters stay, encode
   );
 });
 
+// Issue: emailText("just text &amp; no headers") returned the text unchanged while the same
+// body after headers became "&". A message without headers is now read as an untyped body.
+test("a message without headers is read as a body after headers is: references decoded, HTML reduced", async () => {
+  assert.equal(await emailText("just text &amp; no headers"), "just text & no headers");
+  assert.equal(
+    await emailText("just text &amp; no headers"),
+    await emailText("Subject: \n\njust text &amp; no headers"),
+  );
+  assert.equal(await emailText(Buffer.from("caf&eacute; &#8364;5 &lt;b&gt;")), "café €5 <b>");
+  assert.equal(await emailText("<html><p>Win&nbsp;&#36;5</p></html>"), "Win $5");
+  assert.equal(
+    (await decodeEmail("no header block here\njust text &amp;amp; more")).body,
+    "no header block here\njust text &amp; more",
+    "decoded once, as after headers",
+  );
+});
+
 test("embedded messages (forwarded, attached) give their subject, sender and text", async () => {
   const raw =
     'Subject: fwd\nContent-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nsee below\n' +
@@ -191,4 +209,27 @@ test("the corpus loader skips messages it cannot decode and says how many and wh
     quiet.push(line),
   );
   assert.deepEqual(quiet, [], "nothing to say when nothing is skipped");
+  // What was read, skipped messages included, is the corpus's content digest: name, label, text.
+  const read = [
+    { name: "a", text: "Subject: a\n\nb", label: 0 },
+    { name: "b", text: "Subject: c\n\nd", label: 1 },
+  ];
+  assert.equal(
+    (await decodeCorpus(read)).contentDigest,
+    sha256Parts(["a", "0", "Subject: a\n\nb", "b", "1", "Subject: c\n\nd"]),
+  );
+  assert.equal(
+    corpus.contentDigest,
+    sha256Parts([
+      "ham/1",
+      "0",
+      "Subject: hello\n\nsee you",
+      "spam/2",
+      "1",
+      `Subject: x\nContent-Type: multipart/mixed; boundary=b\n\n${parts}--b--\n`,
+      "spam/3",
+      "1",
+      "Subject: win\nContent-Type: text/html\n\n<p>cash&nbsp;now</p>",
+    ]),
+  );
 });

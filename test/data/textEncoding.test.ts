@@ -58,7 +58,7 @@ test("a UTF-16 CSV trained with --encoding utf-16le: the checkpoint records it; 
   for (let i = 0; i < 40; i++)
     rows.push(i % 4 === 0 ? `gewinn jetzt € ${i},spam` : `grüße zum treffen ${i},ham`);
   const csv = join(dir, "mail-utf16.csv");
-  // Read as "auto" this file is not UTF-8, so it would be Windows-1252 nonsense with no "text" column.
+  // With its byte-order mark; "auto" reads it too (next test), --encoding says so explicitly.
   writeFileSync(
     csv,
     Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(rows.join("\r\n") + "\r\n", "utf16le")]),
@@ -82,11 +82,6 @@ test("a UTF-16 CSV trained with --encoding utf-16le: the checkpoint records it; 
   const resumed = await train({ ...QUIET, resume: out });
   assert.equal(resumed.trainState.epoch, 2);
   resumed.model.dispose();
-  await assert.rejects(
-    train({ ...QUIET, data: `csv:${csv}`, model: JSON.stringify(TINY_TEXT), epochs: 1 }),
-    /mail-utf16\.csv: no column "text"/,
-    "without --encoding the file does not read",
-  );
   const analysis = await runAnalyze({
     checkpoint: out,
     model: "text-tiny",
@@ -108,4 +103,39 @@ test("a UTF-16 CSV trained with --encoding utf-16le: the checkpoint records it; 
     out: join(dir, "attack.json"),
   });
   assert.equal(attack.n, 2);
+});
+
+// Issue: a UTF-16 file with a byte-order mark but no --encoding failed with "line 2: not valid
+// CSV (Invalid Opening Quote ... "\u0000")". The automatic encoding now honours FF FE / FE FF;
+// without a mark, a file that is half NUL bytes is an error suggesting the encoding.
+test("auto reads UTF-16 after its byte-order mark (LE and BE); UTF-16 without one is an error naming --encoding", async () => {
+  const { readCsvTexts } = await import("../../src/data/text/files.ts");
+  const dir = tempDir("attnlip-text-utf16-");
+  const text = "text,label\r\n\"grüße, € 5\",ham\r\nwin now,spam\r\n";
+  const cases = [
+    ["le.csv", Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, "utf16le")])],
+    ["be.csv", Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, "utf16le").swap16()])],
+  ] as const;
+  for (const [name, bytes] of cases) {
+    writeFileSync(join(dir, name), bytes);
+    const r = readCsvTexts(join(dir, name));
+    assert.deepEqual(r.texts, ["grüße, € 5", "win now"], name);
+    assert.deepEqual(r.labels, ["ham", "spam"], name);
+    assert.deepEqual(r.lines, [2, 3], name);
+  }
+  for (const [name, bytes, hint] of [
+    ["le-nobom.csv", Buffer.from(text, "utf16le"), "utf-16le"],
+    ["be-nobom.csv", Buffer.from(text, "utf16le").swap16(), "utf-16be"],
+  ] as const) {
+    writeFileSync(join(dir, name), bytes);
+    assert.throws(
+      () => readCsvTexts(join(dir, name)),
+      (e: Error) =>
+        e instanceof InputError &&
+        e.message ===
+          `${join(dir, name)}: ${bytes.filter((b) => b === 0).length} of its ${bytes.length} bytes are NUL: UTF-16 text without a byte-order mark? give its encoding, e.g. --encoding ${hint}`,
+    );
+    // With the encoding given, it reads.
+    assert.deepEqual(readCsvTexts(join(dir, name), { encoding: hint }).texts, ["grüße, € 5", "win now"]);
+  }
 });

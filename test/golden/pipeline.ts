@@ -2,7 +2,7 @@
 // analyze and attack them, on fixed seeds. Used by golden.test.ts and by `node --import tsx
 // test/golden/pipeline.ts --write` to record the expected outputs (only when a change of the
 // numbers is intended, and said so in the commit).
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useBackend } from "../../src/backend.ts";
@@ -29,7 +29,8 @@ export function stable(value: unknown, dir: string): unknown {
 /** Runs the pipeline in a fresh folder; returns the stable contents of every result file. */
 export async function runPipeline(): Promise<Record<string, unknown>> {
   await useBackend("wasm");
-  const dir = mkdtempSync(join(tmpdir(), "attnlip-golden-"));
+  // Its real path: train_state.json records the data file's absolute path with links resolved.
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), "attnlip-golden-")));
   const quiet = { progress: "none" as const, log: () => {} };
   const out: Record<string, unknown> = {};
   const keep = (name: string, path: string) => {

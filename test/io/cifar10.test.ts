@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -10,6 +10,7 @@ import {
   loadCifar10Dataset,
 } from "../../src/data/cifar10.ts";
 import { InputError } from "../../src/util/errors.ts";
+import { sha256Parts } from "../helpers/sha256Parts.ts";
 
 /** One record: label, then R, G, B planes each filled with a value (R[0] optionally different). */
 function record(label: number, r: number, g: number, b: number, r0 = r): Uint8Array {
@@ -113,6 +114,28 @@ test("loadCifar10Dataset reads data_batch_1..5 in order and test_batch, in dir o
       (e: Error) =>
         e instanceof Cifar10Error && e.message.startsWith(join(root, "data_batch_4.bin")),
     );
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+});
+
+// A CIFAR-10 folder is known by the content digest of the six batch files it reads, in order
+// (the held-out guard decides "the checkpoint's own data" by it, not by the path's spelling).
+test("loadCifar10Dataset's content digest covers the six batch files in order, wherever they are", async () => {
+  const root = await mkdtemp(join(tmpdir(), "attnlip-cifar-"));
+  try {
+    const names = [1, 2, 3, 4, 5].map((i) => `data_batch_${i}.bin`).concat("test_batch.bin");
+    const sub = join(root, "sub", "cifar-10-batches-bin");
+    await mkdir(sub, { recursive: true });
+    for (const folder of [root, sub])
+      for (const [i, n] of names.entries()) await writeFile(join(folder, n), record(i, i, 0, 0));
+    const bytes = await Promise.all(names.map((n) => readFile(join(root, n))));
+    const a = await loadCifar10Dataset(root);
+    assert.equal(a.contentDigest, sha256Parts(bytes));
+    assert.equal((await loadCifar10Dataset(join(root, "sub"))).contentDigest, a.contentDigest);
+    // One pixel of the test batch changes: another digest.
+    await writeFile(join(root, "test_batch.bin"), record(5, 5, 0, 0, 6));
+    assert.notEqual((await loadCifar10Dataset(root)).contentDigest, a.contentDigest);
   } finally {
     await rm(root, { recursive: true, force: true });
   }

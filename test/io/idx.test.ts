@@ -1,11 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { decodeIdx, IdxError, loadIdxDataset, readIdx } from "../../src/data/idx.ts";
 import { InputError } from "../../src/util/errors.ts";
+import { sha256Parts } from "../helpers/sha256Parts.ts";
 
 /** An IDX file: magic 00 00, type byte, dims (big-endian uint32), then the given data bytes. */
 function idx(type: number, dims: number[], data: ArrayLike<number> = []): Uint8Array {
@@ -210,5 +211,37 @@ test("loadIdxDataset checks counts, label range and missing files", async () => 
     );
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+// Issue: the held-out guard compared data specs as strings. A data set is now known by the
+// content digest of every file its source read: for an IDX folder, the four files.
+test("loadIdxDataset's content digest covers the bytes of all four files, wherever the folder is", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "attnlip-idx-"));
+  const copy = await mkdtemp(join(tmpdir(), "attnlip-idx-copy-"));
+  try {
+    await writeDataset(dir);
+    await writeDataset(copy);
+    const names = [
+      "train-images-idx3-ubyte",
+      "train-labels-idx1-ubyte",
+      "t10k-images-idx3-ubyte",
+      "t10k-labels-idx1-ubyte",
+    ];
+    const files = await Promise.all(names.map((n) => readFile(join(dir, n))));
+    const a = await loadIdxDataset(dir);
+    assert.equal(a.contentDigest, sha256Parts(files));
+    assert.equal((await loadIdxDataset(copy)).contentDigest, a.contentDigest);
+    // Only the test labels change (3 -> 4): another digest.
+    await writeFile(join(dir, "t10k-labels-idx1-ubyte"), idx(0x08, [1], [4]));
+    const b = await loadIdxDataset(dir);
+    assert.notEqual(b.contentDigest, a.contentDigest);
+    assert.equal(
+      b.contentDigest,
+      sha256Parts([...files.slice(0, 3), await readFile(join(dir, "t10k-labels-idx1-ubyte"))]),
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+    await rm(copy, { recursive: true, force: true });
   }
 });

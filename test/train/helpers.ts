@@ -24,4 +24,4 @@ export function tempDir(prefix = "attnlip-train-"): string {
 }
 
 /** Quiet options shared by the tests. */
-export const QUIET: Partial<TrainOptions> = { progress: "none", log: () => {} };
+export const QUIET: Partial<TrainOptions> = { progress: "none", log: () => {}, warn: () => {} };

@@ -10,6 +10,6 @@ export const cifar10Source: ImageSource = {
   summary: "CIFAR-10 binary batches",
   async load(dir) {
     const sets = await loadCifar10Dataset(dir!);
-    return fileSplits(sets.train, sets.test, [32, 32, 3], [32, 32, 3]);
+    return fileSplits(sets.train, sets.test, [32, 32, 3], [32, 32, 3], sets.contentDigest);
   },
 };

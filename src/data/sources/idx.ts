@@ -10,6 +10,6 @@ export const idxSource: ImageSource = {
   summary: "MNIST-style IDX files",
   async load(dir) {
     const sets = await loadIdxDataset(dir!);
-    return fileSplits(sets.train, sets.test, [sets.train.height, sets.train.width, 1], [sets.test.height, sets.test.width, 1]);
+    return fileSplits(sets.train, sets.test, [sets.train.height, sets.train.width, 1], [sets.test.height, sets.test.width, 1], sets.contentDigest);
   },
 };

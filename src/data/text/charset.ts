@@ -11,7 +11,10 @@ import iconv from "iconv-lite";
  * rules and for the few encodings iconv-lite lacks (ISO-2022-JP).
  */
 
-/** The default file encoding: UTF-8, or Windows-1252 when the bytes are not valid UTF-8. */
+/**
+ * The default file encoding: UTF-16 after a UTF-16 byte-order mark (FF FE little-endian, FE FF
+ * big-endian), otherwise UTF-8, or Windows-1252 when the bytes are not valid UTF-8.
+ */
 export const AUTO_ENCODING = "auto";
 
 const UTF8_STRICT = new TextDecoder("utf-8", { fatal: true });
@@ -88,25 +91,66 @@ export function isUtf8(bytes: Uint8Array): boolean {
 }
 
 /**
- * Bytes to a string: UTF-8 after a UTF-8 byte-order mark (removed; invalid bytes become
- * U+FFFD) or when the bytes are valid UTF-8, otherwise Windows-1252 (which maps every byte),
- * so no input is an error. This is the "auto" encoding of text files and the fallback for
- * e-mail parts with no or an unknown charset.
+ * The encoding a byte-order mark at the start of `bytes` declares: "utf-8" (EF BB BF),
+ * "utf-16le" (FF FE) or "utf-16be" (FE FF); null without one.
+ *
+ * @example byteOrderMark(Uint8Array.of(0xff, 0xfe, 0x41, 0x00)) // "utf-16le"
+ */
+export function byteOrderMark(bytes: Uint8Array): "utf-8" | "utf-16le" | "utf-16be" | null {
+  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return "utf-8";
+  if (bytes.length >= 2 && bytes[0] === 0xff && bytes[1] === 0xfe) return "utf-16le";
+  if (bytes.length >= 2 && bytes[0] === 0xfe && bytes[1] === 0xff) return "utf-16be";
+  return null;
+}
+
+/**
+ * Bytes to a string: UTF-16 after a UTF-16 byte-order mark (FF FE little-endian, FE FF
+ * big-endian; the mark removed), UTF-8 after a UTF-8 byte-order mark (removed; invalid bytes
+ * become U+FFFD) or when the bytes are valid UTF-8, otherwise Windows-1252 (which maps every
+ * byte), so no input is an error. This is the "auto" encoding of text files and the fallback
+ * for e-mail parts with no or an unknown charset. UTF-16 without a byte-order mark is not
+ * recognised (see {@link utf16Guess}).
  *
  * @param bytes any bytes (empty gives "").
  * @returns the decoded string.
  * @example decodeBytes(Uint8Array.of(0x93, 0x41, 0x94)) // "“A”" (not UTF-8: Windows-1252)
+ * @example decodeBytes(Uint8Array.of(0xff, 0xfe, 0x41, 0x00)) // "A" (UTF-16LE after its mark)
  */
 export function decodeBytes(bytes: Uint8Array): string {
+  const bom = byteOrderMark(bytes);
   // A UTF-8 byte-order mark declares the encoding: decode as UTF-8 (a stray invalid byte
   // becomes U+FFFD) rather than reading the whole file, BOM included, as Windows-1252.
-  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
-    return UTF8_LENIENT.decode(bytes.subarray(3));
+  if (bom === "utf-8") return UTF8_LENIENT.decode(bytes.subarray(3));
+  // So does a UTF-16 one (Windows Notepad's "Unicode", Excel's "Unicode text"): without this,
+  // every other byte of ASCII text is a NUL and the text reads as Windows-1252 garbage.
+  if (bom !== null) return iconv.decode(buffer(bytes.subarray(2)), bom);
   try {
     return UTF8_STRICT.decode(bytes);
   } catch {
     return iconv.decode(buffer(bytes), "windows-1252");
   }
+}
+
+/**
+ * Whether bytes without a byte-order mark look like UTF-16 text: at least a quarter of them
+ * are NUL bytes (ASCII characters in UTF-16 are half NULs; no text file holds that many).
+ *
+ * @returns "utf-16le" when the NULs sit mostly at odd offsets (after each character's low
+ *   byte), "utf-16be" when mostly at even ones, null when the bytes do not look like UTF-16
+ *   (or start with a byte-order mark, which {@link decodeBytes} honours).
+ * @example utf16Guess(Uint8Array.of(0x61, 0x00, 0x62, 0x00)) // "utf-16le"
+ */
+export function utf16Guess(bytes: Uint8Array): "utf-16le" | "utf-16be" | null {
+  if (bytes.length < 2 || byteOrderMark(bytes) !== null) return null;
+  let even = 0;
+  let odd = 0;
+  for (let i = 0; i < bytes.length; i++)
+    if (bytes[i] === 0) {
+      if (i % 2 === 0) even++;
+      else odd++;
+    }
+  if (4 * (even + odd) < bytes.length) return null;
+  return odd >= even ? "utf-16le" : "utf-16be";
 }
 
 /**
@@ -120,7 +164,7 @@ export function checkEncoding(encoding: string): string {
   const key = encoding.trim().toLowerCase();
   if (key !== AUTO_ENCODING && resolveCharset(key) === null)
     throw new RangeError(
-      `unknown encoding ${JSON.stringify(encoding)}: expected auto (UTF-8, else Windows-1252) or a character set such as utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis, utf-7`,
+      `unknown encoding ${JSON.stringify(encoding)}: expected auto (a UTF-16 byte-order mark, else UTF-8, else Windows-1252) or a character set such as utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis, utf-7`,
     );
   return key;
 }

@@ -43,6 +43,15 @@ export interface TextDataset {
    * null for the corpus). Recorded in checkpoints so the same file is read the same way again.
    */
   encoding: string | null;
+  /** The content digest of what the source read (data/identity.ts; recorded in checkpoints). */
+  contentDigest: string;
+  /** Records of each class id in the whole corpus or file (before the split and limits). */
+  classCounts: number[];
+  /**
+   * File sources: the line where each class id first occurs (1-based), for the warning about
+   * a class with very few examples (data/text/classes.ts); null for an embedded corpus.
+   */
+  firstLines: number[] | null;
   tokenizer: WordTokenizer;
   train: TextSplit;
   test: TextSplit;
@@ -142,9 +151,15 @@ export async function loadTextDataset(
   checkLimit("limit", options.limit);
   checkLimit("test limit", options.testLimit);
   const source = parsed.source as TextSource;
-  const { texts, labels, labelNames, textColumn, labelColumn, encoding } = await source.load(parsed.arg, options);
+  const { texts, labels, labelNames, textColumn, labelColumn, encoding, contentDigest, lines } =
+    await source.load(parsed.arg, options);
   if (texts.length < 2)
     throw new InputError(`data ${spec}: need at least 2 examples, got ${texts.length}`);
+  const classCounts = labelNames.map(() => 0);
+  const firstLines = lines === undefined ? null : labelNames.map(() => 0);
+  for (let i = 0; i < labels.length; i++) {
+    if (classCounts[labels[i]]++ === 0 && firstLines !== null) firstLines[labels[i]] = lines![i];
+  }
   const split = stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
   let trainIdx = split.train;
   let testIdx = split.test;
@@ -176,6 +191,9 @@ export async function loadTextDataset(
     textColumn,
     labelColumn,
     encoding,
+    contentDigest,
+    classCounts,
+    firstLines,
     tokenizer,
     train: encode(trainIdx, trainTexts),
     test: encode(

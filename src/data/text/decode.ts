@@ -202,6 +202,17 @@ async function partText(
   }
   if (node.flowed) text = libmime.decodeFlowed(text, node.delSp);
   const untyped = node.headers === false || !node.headers.hasHeader("content-type");
+  return readableText(text, type, untyped, where);
+}
+
+/**
+ * The readable text of a decoded part (or of a message without headers, all body): HTML (typed
+ * so, or untyped and opening with an HTML tag) reduced to its text, then character references
+ * decoded once.
+ *
+ * @throws EmailDecodeError when the HTML cannot be converted.
+ */
+function readableText(text: string, type: string, untyped: boolean, where: string): string {
   if (type === "text/html" || (untyped && SNIFF_HTML.test(text))) {
     try {
       text = htmlToText(text);
@@ -240,7 +251,8 @@ function headerText(root: MimeNode, key: string, alreadyText: boolean): string {
  * labels read as Windows-1252; no, unknown or UTF-8 labels: UTF-8, else Windows-1252), HTML
  * (and untyped parts that open with an HTML tag) reduced to text, character references
  * decoded, parts of other types dropped, control characters (C0 except tab and line breaks,
- * C1) replaced by spaces. A message without a header block is all body.
+ * C1) replaced by spaces. A message without a header block is all body, read as an untyped
+ * body after headers is (HTML sniffed and reduced, character references decoded).
  *
  * @param raw the message: bytes, or a string whose non-ASCII characters are already decoded
  *   (as the corpus package stores it; base64 / quoted-printable parts are still decoded in
@@ -283,8 +295,10 @@ async function decodeMessage(
     root.headers !== false &&
     root.headers.getList().some((h) => FIELD_NAME.test(h.key));
   if (root === null || !headed) {
+    // All body, read as an untyped body after headers is: HTML sniffed, references decoded.
     const text = alreadyText ? bytes.toString("utf8") : decodeBytes(bytes);
-    return { subject: "", from: "", body: text.replace(CONTROLS, " ") };
+    const body = readableText(text, "text/plain", true, `${name}: body`);
+    return { subject: "", from: "", body: body.replace(CONTROLS, " ") };
   }
   const texts: string[] = [];
   for (const [i, part] of parts.entries()) {

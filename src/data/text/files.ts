@@ -2,14 +2,16 @@ import { readFileSync } from "node:fs";
 import { parse } from "csv-parse/sync";
 import { DuplicateKeyError, parseJsonStrict } from "../../io/strictJson.ts";
 import { InputError } from "../../util/errors.ts";
-import { AUTO_ENCODING, checkEncoding, decodeBytes, isUtf8, resolveCharset } from "./charset.ts";
+import { ContentHasher } from "../identity.ts";
+import { AUTO_ENCODING, checkEncoding, decodeBytes, isUtf8, resolveCharset, utf16Guess } from "./charset.ts";
 import { preview } from "./truncate.ts";
 
 /**
  * User text data: CSV (a header row naming the columns) and JSONL (one JSON object per line)
  * files, read as bytes and decoded in the given encoding (iconv-lite, ./charset.ts) or, by
- * default ("auto"), as UTF-8 with or without BOM, else Windows-1252. Errors name the file and
- * the physical line where the record starts (a quoted CSV field may span several lines).
+ * default ("auto"), as UTF-16 after its byte-order mark, else UTF-8 with or without BOM, else
+ * Windows-1252. Errors name the file and the physical line where the record starts (a quoted
+ * CSV field may span several lines).
  */
 
 /** Labelled texts as read from a file, in file order. */
@@ -22,6 +24,8 @@ export interface TextRecords {
    * and a lone CR each end a line), for error messages.
    */
   lines: number[];
+  /** The content digest of the file's bytes (data/identity.ts). */
+  contentDigest: string;
 }
 
 /** Which fields hold the text and the label. */
@@ -35,8 +39,10 @@ export interface TextColumns {
 /** How to read a text file: its columns / keys and its encoding. */
 export interface TextFileOptions extends TextColumns {
   /**
-   * Character encoding of the file ["auto": UTF-8 (a UTF-8 byte-order mark is dropped), or
-   * Windows-1252 when the bytes are not valid UTF-8]. Any label iconv-lite or the WHATWG
+   * Character encoding of the file ["auto": UTF-16LE / UTF-16BE after an FF FE / FE FF
+   * byte-order mark, else UTF-8 (a UTF-8 byte-order mark is dropped), or Windows-1252 when the
+   * bytes are not valid UTF-8; bytes that are a quarter or more NULs without a byte-order mark
+   * are an error suggesting --encoding utf-16le or utf-16be]. Any label iconv-lite or the WHATWG
    * Encoding Standard knows: "utf-8" (then invalid UTF-8 is an error naming its line),
    * "windows-1252" (also for "latin1" / "iso-8859-1" / "us-ascii"), "iso-8859-15",
    * "utf-16le", "shift_jis", "gb18030", ...
@@ -45,12 +51,14 @@ export interface TextFileOptions extends TextColumns {
 }
 
 /**
- * Reads a text file as a string in `encoding` (see {@link TextFileOptions.encoding}).
+ * Reads a text file as a string in `encoding` (see {@link TextFileOptions.encoding}), with the
+ * content digest of its bytes.
  *
- * @throws InputError naming the file when it cannot be read, the encoding is unknown, or the
- *   encoding is utf-8 and a line is not valid UTF-8.
+ * @throws InputError naming the file when it cannot be read, the encoding is unknown, the
+ *   encoding is auto and the bytes look like UTF-16 without a byte-order mark, or the encoding
+ *   is utf-8 and a line is not valid UTF-8.
  */
-function readText(file: string, encoding: string = AUTO_ENCODING): string {
+function readText(file: string, encoding: string = AUTO_ENCODING): { text: string; contentDigest: string } {
   let key: string;
   try {
     key = checkEncoding(encoding);
@@ -65,7 +73,15 @@ function readText(file: string, encoding: string = AUTO_ENCODING): string {
       `${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
     );
   }
-  if (key === AUTO_ENCODING) return decodeBytes(bytes);
+  const contentDigest = new ContentHasher().add(bytes).digest();
+  if (key === AUTO_ENCODING) {
+    const utf16 = utf16Guess(bytes);
+    if (utf16 !== null)
+      throw new InputError(
+        `${file}: ${bytes.filter((b) => b === 0).length} of its ${bytes.length} bytes are NUL: UTF-16 text without a byte-order mark? give its encoding, e.g. --encoding ${utf16}`,
+      );
+    return { text: decodeBytes(bytes), contentDigest };
+  }
   const charset = resolveCharset(key)!;
   if (charset.name === "utf-8" && !isUtf8(bytes)) {
     let line = 1;
@@ -79,7 +95,7 @@ function readText(file: string, encoding: string = AUTO_ENCODING): string {
       start = end + 1;
     }
   }
-  return charset.decode(bytes);
+  return { text: charset.decode(bytes), contentDigest };
 }
 
 /**
@@ -93,7 +109,7 @@ export function csvColumns(
   file: string,
   options: Pick<TextFileOptions, "encoding"> = {},
 ): string[] {
-  const rows = parseCsv(file, readText(file, options.encoding));
+  const rows = parseCsv(file, readText(file, options.encoding).text);
   if (rows.length === 0)
     throw new InputError(`${file}: the CSV file is empty (expected a header row)`);
   return rows[0].fields;
@@ -171,7 +187,7 @@ function parseCsv(file: string, text: string): CsvRow[] {
  * text cell is an empty text; a quoted field may span several lines.
  *
  * @param options columns ["text", "label"] and encoding ["auto"].
- * @returns texts, labels and the line where each record starts.
+ * @returns texts, labels, the line where each record starts and the file's content digest.
  * @throws InputError naming the file when it cannot be read, decoded or parsed (naming the
  *   line where the bad record starts), a column is missing (naming the column and the columns
  *   found), a row is too short for a column, or a label cell is empty (naming its line).
@@ -180,7 +196,8 @@ function parseCsv(file: string, text: string): CsvRow[] {
 export function readCsvTexts(file: string, options: TextFileOptions = {}): TextRecords {
   const textColumn = options.textColumn ?? "text";
   const labelColumn = options.labelColumn ?? "label";
-  const rows = parseCsv(file, readText(file, options.encoding));
+  const { text, contentDigest } = readText(file, options.encoding);
+  const rows = parseCsv(file, text);
   if (rows.length === 0)
     throw new InputError(`${file}: the CSV file is empty (expected a header row)`);
   const header = rows[0].fields.map((h) => h.trim());
@@ -200,7 +217,7 @@ export function readCsvTexts(file: string, options: TextFileOptions = {}): TextR
   };
   const ti = find(textColumn, "--text-column");
   const li = find(labelColumn, "--label-column");
-  const out: TextRecords = { texts: [], labels: [], lines: [] };
+  const out: TextRecords = { texts: [], labels: [], lines: [], contentDigest };
   for (let r = 1; r < rows.length; r++) {
     const { fields: row, line } = rows[r];
     if (row.length <= Math.max(ti, li))
@@ -225,7 +242,7 @@ export function readCsvTexts(file: string, options: TextFileOptions = {}): TextR
  * `labelColumn` (a string or a number).
  *
  * @param options keys ["text", "label"] and encoding ["auto"].
- * @returns texts, labels and the line of each record.
+ * @returns texts, labels, the line of each record and the file's content digest.
  * @throws InputError naming the file and the 1-based line number when a non-blank line is not
  *   valid JSON or not an object, lacks the text or label key, or has a value of the wrong type;
  *   naming the file when it cannot be read or decoded.
@@ -234,8 +251,9 @@ export function readCsvTexts(file: string, options: TextFileOptions = {}): TextR
 export function readJsonlTexts(file: string, options: TextFileOptions = {}): TextRecords {
   const textColumn = options.textColumn ?? "text";
   const labelColumn = options.labelColumn ?? "label";
-  const lines = readText(file, options.encoding).split(/\r?\n/);
-  const out: TextRecords = { texts: [], labels: [], lines: [] };
+  const { text, contentDigest } = readText(file, options.encoding);
+  const lines = text.split(/\r?\n/);
+  const out: TextRecords = { texts: [], labels: [], lines: [], contentDigest };
   lines.forEach((line, i) => {
     if (line.trim() === "") return;
     const where = `${file}: line ${i + 1}`;
@@ -286,7 +304,7 @@ export function readJsonlTexts(file: string, options: TextFileOptions = {}): Tex
  *   when the file has no records, or (without `names`) when it has only one class.
  */
 export function labelIds(
-  records: TextRecords,
+  records: Omit<TextRecords, "contentDigest">,
   file: string,
   names?: readonly string[],
 ): { ids: Int32Array; names: string[] } {

