@@ -1,8 +1,8 @@
 import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
-import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
 import { InputError } from "../util/errors.ts";
+import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface AnalyzeFlags {
   model: string;
@@ -21,20 +21,29 @@ interface AnalyzeFlags {
   iterations: string;
 }
 
-const Flags = z.object({
-  seed: z.coerce.number().int().min(0, "expected an integer >= 0"),
-  n: z.coerce.number().int().min(1, "expected an integer >= 1").max(10000, "expected at most 10000"),
-  iterations: z.coerce.number().int().min(1, "expected an integer >= 1").max(10000),
-});
+/** The numeric flags' limits (the words of their errors come from util/numberFlag.ts). */
+const RULES = {
+  seed: { integer: true, min: 0, max: 0xffffffff },
+  n: { integer: true, min: 1, max: 10000 },
+  iterations: { integer: true, min: 1, max: 10000 },
+} satisfies Record<string, NumberRule>;
 
-function parseFlags(flags: AnalyzeFlags) {
-  const result = Flags.safeParse(flags);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const flag = String(issue.path[0]);
-    throw new InputError(`--${flag}: ${issue.message} (got "${flags[flag as keyof AnalyzeFlags]}")`);
-  }
-  return result.data;
+/**
+ * The analyze command's numeric flags as numbers.
+ *
+ * @throws InputError `analyze: --n: must be an integer from 1 to 10000, got "abc"` (the one
+ *   wording of every command's numeric flags).
+ */
+export function parseAnalyzeNumbers(flags: Pick<AnalyzeFlags, "seed" | "n" | "iterations">): {
+  seed: number;
+  n: number;
+  iterations: number;
+} {
+  return {
+    seed: parseNumberFlag(flags.seed, "--seed", RULES.seed, "analyze"),
+    n: parseNumberFlag(flags.n, "--n", RULES.n, "analyze"),
+    iterations: parseNumberFlag(flags.iterations, "--iterations", RULES.iterations, "analyze"),
+  };
 }
 
 /** Checks --encoding. @throws InputError naming the flag, the value and what is expected. */
@@ -42,13 +51,15 @@ function encodingFlag(value: string): string {
   try {
     return checkEncoding(value);
   } catch (e) {
-    throw new InputError(`--encoding: ${(e as Error).message}`);
+    throw new InputError(`analyze: --encoding: ${(e as Error).message}`);
   }
 }
 
 /**
  * `attnlip analyze [CHECKPOINT]`: local Lipschitz bounds per layer, head and network at test
- * inputs, beside the true values, written to DIR/analysis.json and DIR/analysis.csv.
+ * inputs, beside the true values, written to analysis.json and analysis.csv in --out DIR, else
+ * in the checkpoint folder (as `attack` writes CHECKPOINT/attack.json); a random-init model
+ * without --out writes nothing.
  */
 export function analyzeCommand(): Command {
   return new Command("analyze")
@@ -67,10 +78,10 @@ export function analyzeCommand(): Command {
     .option("--label-column <name>", "text data files: the column / key of the label [the checkpoint's, else label]")
     .option(
       "--encoding <name>",
-      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-8, else Windows-1252]",
+      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
     )
     .option("--n <int>", "number of test inputs", "16")
-    .option("--out <dir>", "write analysis.json and analysis.csv here")
+    .option("--out <dir>", "write analysis.json and analysis.csv here [the checkpoint folder; none with --random-init]")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
     .addOption(
       new Option("--mlp <mode>", "MLP factor inside block bounds: local (exact at the point) or relaxed")
@@ -85,7 +96,7 @@ export function analyzeCommand(): Command {
       "1000",
     )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
-      const opts = parseFlags(flags);
+      const opts = parseAnalyzeNumbers(flags);
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

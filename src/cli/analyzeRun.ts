@@ -13,6 +13,7 @@ import { progressLine } from "../util/progressLine.ts";
 import { analyze, type Analysis } from "../analysis/analyze.ts";
 import { analysisTables } from "../analysis/table.ts";
 import { writeAnalysis } from "../analysis/files.ts";
+import { checkOutPath } from "../io/outPath.ts";
 
 /** What `attnlip analyze` was asked to do. */
 export interface AnalyzeRun {
@@ -30,6 +31,10 @@ export interface AnalyzeRun {
   /** Text files: the encoding [the checkpoint's, else auto]. */
   encoding?: string;
   n: number;
+  /**
+   * Folder for analysis.json and analysis.csv [the checkpoint folder, as `attack` writes
+   * CHECKPOINT/attack.json; a random-init model without it writes nothing].
+   */
   out?: string;
   backend: BackendName;
   mlp: "local" | "relaxed";
@@ -44,16 +49,18 @@ export interface AnalyzeRun {
 export type AnalyzeResult = Analysis & { split: EvaluationSplit };
 
 /**
- * Loads the model and the test inputs, runs {@link analyze}, prints the tables and writes the
- * files. A checkpoint is analysed on its own held-out test split (data/evaluationInputs.ts:
- * its data, split seed and sizes, digests checked; `seed` then only seeds the power
- * iterations); a random-init model on the test split by `seed`. Text models: the first n test
- * texts encoded with the checkpoint's tokenizer (a random-init model gets one built from the
- * training split), padding masks passed to the bounds and the true values (inputSpace
- * "embedding").
+ * Loads the model and the test inputs, runs {@link analyze}, prints the tables and writes
+ * analysis.json and analysis.csv to run.out, else into the checkpoint folder (a random-init
+ * model without run.out: nothing written, and the last line says so). A checkpoint is
+ * analysed on its own held-out test split (data/evaluationInputs.ts: its data, split seed and
+ * sizes, digests checked; `seed` then only seeds the power iterations); a random-init model
+ * on the test split by `seed`. Text models: the first n test texts encoded with the
+ * checkpoint's tokenizer (a random-init model gets one built from the training split), padding
+ * masks passed to the bounds and the true values (inputSpace "embedding").
  *
  * @returns the analysis and the split record (also written to analysis.json as `split`).
- * @throws InputError on a bad preset, image data for a text model (or text data for a ViT),
+ * @throws InputError on an output folder that cannot be written (checked before the work
+ *   starts), a bad preset, image data for a text model (or text data for a ViT),
  *   images that do not fit the model, unreadable text data / unknown labels, or a checkpoint
  *   whose held-out split cannot be rebuilt (data changed) or would include training examples;
  *   CheckpointError on a broken checkpoint.
@@ -75,12 +82,16 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     try {
       config = modelPreset(run.model);
     } catch (error) {
-      throw new InputError(`--model: ${(error as Error).message}`);
+      throw new InputError(`analyze: --model: ${(error as Error).message}`);
     }
     model = createModel(config, run.seed) as TransformerClassifier;
     source = `${run.model} (random init, seed ${run.seed})`;
   }
   try {
+    // Before any work: an output folder that cannot be written is refused now, not after the analysis.
+    const out = outFolder(run);
+    if (out !== undefined)
+      checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
     const request = { who: "analyze", data: run.data, trained: trainedData(trained), seed: run.seed, n: run.n };
     if (model.config.kind === "text") {
       const spec = run.data ?? trained?.data.spec ?? "spam";
@@ -120,6 +131,11 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   }
 }
 
+/** Where analysis.json and analysis.csv go: --out, else the checkpoint folder, else nowhere. */
+function outFolder(run: AnalyzeRun): string | undefined {
+  return run.out ?? run.checkpoint;
+}
+
 /** A checkpoint's data record as the evaluation split needs it (null for a random init). */
 function trainedData(trained: TrainState | null): TrainedData | null {
   return trained === null ? null : { ...trained.data, seed: trained.seed };
@@ -156,9 +172,12 @@ async function analyzeAndWrite(
     progress.end();
   }
   if (run.print !== false) console.log(analysisTables(analysis));
-  console.log(`bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`);
-  if (run.out !== undefined) {
-    const paths = await writeAnalysis(run.out, analysis, {
+  const took = `bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`;
+  const out = outFolder(run);
+  if (out === undefined) console.log(`${took} (give --out DIR to write analysis.json and analysis.csv)`);
+  else {
+    console.log(took);
+    const paths = await writeAnalysis(out, analysis, {
       model: model.config,
       source,
       data: split.spec,

@@ -7,6 +7,8 @@ import { isTextDataSpec } from "../data/text/dataset.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
+import type { NumberRule } from "../util/numberFlag.ts";
+import { firstFlagIssue, numberFlag, numberListFlag } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -47,11 +49,6 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   labelColumn: "--label-column",
   encoding: "--encoding",
 };
-
-/** Largest l_inf radius: the whole [0, 1] range. */
-export const MAX_EPS_LINF = 1;
-/** Largest l_2 radius accepted at parse time: sqrt(28 * 28), the diagonal of [0, 1]^784 (MNIST). */
-export const MAX_EPS_L2 = 28;
 
 /** Default radii for images when --eps is not given (ATTACK_DEFAULTS.eps.image). */
 export const DEFAULT_EPS: Readonly<Record<"linf" | "l2", readonly number[]>> = ATTACK_DEFAULTS.eps.image;
@@ -96,19 +93,9 @@ const orList = (items: string[]) =>
 const usersOf = (setting: AttackSettingName) =>
   attackNames().filter((a) => attackSpec(a).options[setting] !== undefined).join(", ") || "none";
 
-const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
-
-/** A decimal number written in full (no "", "0x10", "NaN", "Infinity"), then checked by `then`. */
-const num = (then: z.ZodNumber) =>
-  z.string().trim().regex(NUMBER, "must be a number").transform(Number).pipe(then);
-const positiveInt = (max: number) =>
-  num(
-    z
-      .number()
-      .int("must be a whole number")
-      .min(1, "must be at least 1")
-      .max(max, `must be at most ${max}`),
-  );
+/** The limits of the numeric flags (the words of their errors come from util/numberFlag.ts). */
+const COUNT = (max: number): NumberRule => ({ integer: true, min: 1, max });
+const SEED: NumberRule = { integer: true, min: 0, max: 0xffffffff };
 
 const AttackFlagsSchema = z.object({
   model: z.string().min(1, "must not be empty").optional(),
@@ -128,29 +115,15 @@ const AttackFlagsSchema = z.object({
     })
     .optional(),
   norm: z.enum(["linf", "l2"], "expected linf or l2").optional(),
-  eps: z
-    .string()
-    .transform((s) => s.split(",").map((t) => t.trim()))
-    .pipe(
-      z
-        .array(
-          num(z.number().finite("must be finite").min(0, "must be >= 0")),
-          "expected numbers separated by commas",
-        )
-        .min(1),
-    )
-    .optional(),
-  steps: positiveInt(10000).optional(),
-  stepSize: num(z.number().finite("must be finite").positive("must be > 0")).optional(),
-  n: positiveInt(10000).optional(),
-  batch: positiveInt(4096).optional(),
-  seed: num(
-    z
-      .number()
-      .int("must be a whole number")
-      .min(0, "must be >= 0")
-      .max(0xffffffff, "must be < 2^32"),
-  ).optional(),
+  // Only what holds in every input space: the upper limit of a radius depends on the model's
+  // inputs (an image data set's pixel range and size; none for text embeddings), so the
+  // runner checks it once the data is known (attackRun.ts).
+  eps: numberListFlag({ min: 0 }).optional(),
+  steps: numberFlag(COUNT(10000)).optional(),
+  stepSize: numberFlag({ above: 0 }).optional(),
+  n: numberFlag(COUNT(10000)).optional(),
+  batch: numberFlag(COUNT(4096)).optional(),
+  seed: numberFlag(SEED).optional(),
   attack: z
     .string()
     .transform((s, ctx) => {
@@ -204,30 +177,21 @@ export interface AttackFlags {
 
 /**
  * Validates the attack command's flags and fills the defaults (ATTACK_DEFAULTS: mnist, linf,
- * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm).
+ * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm). Radii
+ * are checked here only for what holds in every input space (finite, >= 0); their upper limit
+ * depends on the data (images: the pixel range and the image size; text embeddings: none) and
+ * is checked by runAttack.
  *
- * @throws InputError with one line naming the flag and the problem, e.g.
- *   `attack: --eps: must be >= 0 (got "-0.1")`, or an eps above 1 (linf) / 28 (l_2).
+ * @throws InputError with one line naming the flag, the problem and the value, e.g.
+ *   `attack: --eps: must be a comma-separated list of finite numbers >= 0, got "-0.1"`.
  */
 export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
   const result = AttackFlagsSchema.safeParse(raw);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const key = issue.path[0] as keyof RawAttackOptions;
-    throw new InputError(
-      `attack: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(raw[key])})`,
-    );
-  }
+  if (!result.success) throw firstFlagIssue("attack", result.error, raw, FLAGS);
   const f = result.data;
   const d = ATTACK_DEFAULTS;
   const norm = f.norm ?? d.norm;
   const eps = f.eps ?? [...DEFAULT_EPS[norm]];
-  const max = norm === "linf" ? MAX_EPS_LINF : MAX_EPS_L2;
-  const bad = eps.find((e) => e > max);
-  if (bad !== undefined)
-    throw new InputError(
-      `attack: --eps: ${bad} is out of range for --norm ${norm} (at most ${max}${norm === "linf" ? ", the pixel range" : ", the l_2 diameter of a 28x28 image in [0, 1]"})`,
-    );
   return {
     model: f.model ?? d.model,
     randomInit: f.randomInit ?? false,
@@ -280,12 +244,12 @@ export function attackCommand(): Command {
     )
     .option(
       "--encoding <name>",
-      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-8, else Windows-1252]",
+      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
     )
     .option("--norm <norm>", `threat model: linf or l2 [${d.norm}]`)
     .option(
       "--eps <list>",
-      `radii separated by commas, e.g. 0,0.05,0.1 (linf <= ${MAX_EPS_LINF}, l2 <= ${MAX_EPS_L2}) [images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}]`,
+      `radii separated by commas, e.g. 0,0.05,0.1 (images: linf at most the width of the pixel range, l2 at most its diameter, sqrt(H*W*C) on [0, 1]; text embeddings: no upper limit) [images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}]`,
     )
     .option("--steps <k>", `steps of the iterative attacks (${usersOf("steps")}) [${d.steps}]`)
     .option("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")}) [2.5 * eps / steps]`)

@@ -11,6 +11,7 @@ import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import type { TextClassifier } from "../nn/textClassifier.ts";
 import { evaluateTextRobustness, textLipschitzProxy } from "../robustness/embedding.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
+import { checkOutPath } from "../io/outPath.ts";
 import { modelPreset } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -20,6 +21,7 @@ import { evaluateRobustness } from "../robustness/evaluate.ts";
 import { lipschitzProxy } from "../robustness/lipschitzProxy.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
+import { epsLimit } from "../robustness/options.ts";
 import { attackLabel } from "../robustness/registry.ts";
 
 export type { AttackRecord };
@@ -59,10 +61,12 @@ const percent = (v: number | null | undefined) =>
  * fraction per registered attack and eps); eps and radii are in input units (pixels) or
  * embedding units (text).
  *
- * @throws InputError on image data for a text model (or text data for a ViT), data whose
- *   images do not fit the model, or an l_2 eps above sqrt(H W C); CheckpointError (an
- *   InputError) on a missing or broken checkpoint; InputError on unreadable text data, a
- *   missing column or an unknown label.
+ * @throws InputError on an --out that cannot be written (checked before the work starts),
+ *   image data for a text model (or text data for a ViT), data whose images do not fit the
+ *   model, an eps above what the images allow (l_inf: the width of the data set's pixel
+ *   range; l_2: its diameter, width * sqrt(H W C); text embeddings have no upper limit);
+ *   CheckpointError (an InputError) on a missing or broken checkpoint; InputError on
+ *   unreadable text data, a missing column or an unknown label.
  * @example await runAttack({ checkpoint: "runs/jasmin", eps: [0, 0.05], attacks: ["pgd"] }) // writes runs/jasmin/attack.json
  */
 export async function runAttack(request: AttackRun): Promise<AttackRecord> {
@@ -91,6 +95,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     model = createModel(config, partial.seed) as TransformerClassifier;
     source = `${partial.model} (random init, seed ${partial.seed})`;
   }
+  const out = partial.out ?? (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
   const text = model.config.kind === "text";
   const run = {
     ...partial,
@@ -98,6 +103,9 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     eps: given.eps ?? [...ATTACK_DEFAULTS.eps[text ? "text" : "image"][partial.norm]],
   };
   try {
+    // Before any work: an --out that cannot be written is refused now, not after the attack.
+    if (out !== undefined)
+      checkOutPath(out, "file", partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]", "attack");
     if (text && !isTextDataSpec(run.data))
       throw new InputError(`attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`);
     if (!text && isTextDataSpec(run.data))
@@ -161,8 +169,6 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
       seconds: (performance.now() - started) / 1000,
     };
     AttackFileSchema.parse(doc); // the reader's schema: what is written can be read back
-    const out =
-      run.out ?? (run.checkpoint !== undefined ? join(run.checkpoint, "attack.json") : undefined);
     if (out !== undefined) {
       await writeJsonAtomically(out, doc);
       console.log(`wrote ${out} (${doc.seconds.toFixed(1)} s)`);
@@ -264,7 +270,38 @@ async function prepareText(
   }
 }
 
-/** The image path (unchanged behaviour): input space, clipped to [0, 1]. */
+/**
+ * Checks the radii against the input space of images (the text path has none: the embedding
+ * space is unbounded): l_inf at most the width of the data set's pixel range, l_2 at most its
+ * diameter, width * sqrt(H W C) (28 for MNIST, about 55.4 for CIFAR-10's 32x32x3).
+ *
+ * @param range the data set's pixel range (ImageDataset.range); @param shape [H, W, C] of one image.
+ * @throws InputError `attack: --eps: E is out of range for --norm N (at most MAX, what MAX is)`.
+ * @example checkImageEps([60], "l2", [0, 1], [32, 32, 3], "cifar10:DIR") // throws: at most 55.4256
+ */
+export function checkImageEps(
+  eps: readonly number[],
+  norm: "linf" | "l2",
+  range: readonly [number, number],
+  shape: readonly [number, number, number],
+  spec: string,
+): void {
+  const [h, w, c] = shape;
+  const limit = epsLimit(norm, range, h * w * c);
+  const tooBig = limit === null ? undefined : eps.find((e) => e > limit.max);
+  if (limit === null || tooBig === undefined) return;
+  const pixels = `the pixel range [${range[0]}, ${range[1]}] of ${spec}`;
+  const width = range[1] - range[0];
+  const what =
+    norm === "linf"
+      ? `the width of ${pixels}` + (tooBig >= 1 && width <= 1 ? `; for 8/255 write ${(tooBig / 255).toPrecision(4)}` : "")
+      : `the l_2 diameter of ${h}x${w}x${c} images in ${pixels}, ${formatNumber(width)} * sqrt(${h}*${w}*${c})`;
+  throw new InputError(
+    `attack: --eps: ${tooBig} is out of range for --norm ${norm} (at most ${formatNumber(limit.max)}, ${what})`,
+  );
+}
+
+/** The image path: input space, clipped to the data set's pixel range. */
 async function prepareImages(
   model: TransformerClassifier,
   run: ResolvedRun,
@@ -282,12 +319,7 @@ async function prepareImages(
       throw new InputError(
         `attack: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
       );
-    const diameter = Math.sqrt(h * w * c);
-    const tooBig = run.eps.find((e) => run.norm === "l2" && e > diameter);
-    if (tooBig !== undefined)
-      throw new InputError(
-        `attack: --eps: ${tooBig} exceeds the l_2 diameter ${formatNumber(diameter)} of these images`,
-      );
+    checkImageEps(run.eps, run.norm, chosen.range, split.shape, chosen.spec);
     if (split.count < run.n)
       console.error(
         `attack: the test split has ${split.count} examples; using all of them (asked for ${run.n})`,
@@ -302,6 +334,7 @@ async function prepareImages(
     let evaluation, proxy;
     try {
       evaluation = evaluateRobustness(model, images, split.labels, {
+        clip: chosen.range,
         attack: run.attacks,
         norm: run.norm,
         eps: run.eps,

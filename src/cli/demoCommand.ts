@@ -1,6 +1,5 @@
 import { Command, Option } from "commander";
-import { z } from "zod";
-import { InputError } from "../util/errors.ts";
+import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface DemoFlags {
   quick?: boolean;
@@ -11,10 +10,24 @@ interface DemoFlags {
   backend: string;
 }
 
-const Flags = z.object({
-  seed: z.coerce.number().int("expected an integer").min(0, "expected an integer >= 0"),
-  jasmin: z.coerce.number().finite("expected a number").min(0, "expected a number >= 0").max(100, "expected at most 100").optional(),
-});
+/** The numeric flags' limits (the words of their errors come from util/numberFlag.ts). */
+const RULES = {
+  seed: { integer: true, min: 0, max: 0xffffffff },
+  jasmin: { min: 0, max: 100 },
+} satisfies Record<string, NumberRule>;
+
+/**
+ * The demo command's numeric flags as numbers.
+ *
+ * @throws InputError `demo: --seed: must be an integer from 0 to 4294967295, got "abc"` (the
+ *   one wording of every command's numeric flags).
+ */
+export function parseDemoNumbers(flags: Pick<DemoFlags, "seed" | "jasmin">): { seed: number; jasmin?: number } {
+  return {
+    seed: parseNumberFlag(flags.seed, "--seed", RULES.seed, "demo"),
+    jasmin: flags.jasmin === undefined ? undefined : parseNumberFlag(flags.jasmin, "--jasmin", RULES.jasmin, "demo"),
+  };
+}
 
 /**
  * `attnlip demo`: the main job (what `npm start` runs): train vit-tiny without and with
@@ -36,20 +49,15 @@ export function demoCommand(): Command {
     .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; --quick: 0.5)")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
     .action(async (flags: DemoFlags) => {
-      const parsed = Flags.safeParse(flags);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        const flag = String(issue.path[0]);
-        throw new InputError(`--${flag}: ${issue.message} (got "${flags[flag as keyof DemoFlags]}")`);
-      }
+      const numbers = parseDemoNumbers(flags);
       const { runDemo } = await import("./demoRun.ts");
       const { demoSettings } = await import("./demoSettings.ts");
       const task = flags.task as "image" | "text";
       await runDemo({
         settings: demoSettings(task, flags.quick ?? false),
         out: flags.out ?? (task === "text" ? "runs/demo-text" : "runs/demo"),
-        seed: parsed.data.seed,
-        jasmin: parsed.data.jasmin,
+        seed: numbers.seed,
+        jasmin: numbers.jasmin,
         backend: flags.backend as "wasm" | "cpu",
       });
     });

@@ -3,6 +3,7 @@ import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
 import { train } from "../train/trainer.ts";
 import { isCheckpointFolder } from "../train/checkpoint.ts";
+import { checkOutPath } from "../io/outPath.ts";
 import { runAnalyze } from "./analyzeRun.ts";
 import type { Analysis } from "../analysis/analyze.ts";
 import { runAttack, type AttackRecord } from "./attackRun.ts";
@@ -54,10 +55,13 @@ const pct = (v: number | null | undefined) => (v === null || v === undefined ? "
  *
  * Previous demo results in OUT/baseline and OUT/jasmin are replaced (only checkpoint folders).
  *
- * @throws InputError subclasses on bad settings; InputError when OUT holds something else.
+ * @throws InputError subclasses on bad settings; InputError when OUT cannot be written (a file,
+ *   or under one: checked before the work starts) or holds something else.
  */
 export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   const { settings, seed, backend } = options;
+  // Before any work: an --out that cannot be written is refused now, not after training.
+  checkOutPath(options.out, "folder", "--out", "demo");
   const out = resolve(options.out);
   const lambda = options.jasmin ?? settings.jasmin;
   await useBackend(backend);

@@ -41,22 +41,33 @@ export function sigmaCommand(): Command {
     // rejected by the row validator with a message that says what is wrong.
     .allowUnknownOption()
     .action(async (row: string | undefined, options: SigmaOptions, command: Command) => {
-      const extra = command.args.filter((a) => a !== row);
-      if (row !== undefined && /^--?[a-zA-Z]/.test(row)) throw new InputError(`sigma: unknown option '${row}'`);
-      if (extra.length > 0) throw new InputError(`sigma: unexpected argument '${extra[0]}' (give one row)`);
-      const sources = [row !== undefined, options.logits !== undefined, options.file !== undefined].filter(Boolean).length;
-      if (sources !== 1) throw new InputError("sigma: give exactly one of a row, --logits <row> or --file <path>");
-      if (options.file !== undefined) {
-        const rows = await readRows(options.file, options.normalize ?? false);
-        printMany(rows.map(rowReport), options.json ?? false);
-        return;
+      try {
+        await sigmaAction(row, options, command);
+      } catch (e) {
+        // One prefix for every bad input, as the other commands print theirs.
+        if (e instanceof InputError && !e.message.startsWith("sigma:")) throw new InputError(`sigma: ${e.message}`);
+        throw e;
       }
-      const p =
-        options.logits !== undefined
-          ? softmaxRow(parseNumberList(options.logits, "--logits"), "--logits")
-          : parseProbabilityRow(parseNumberList(row as string, "row"), { normalize: options.normalize, name: "row" });
-      printOne(rowReport(p), options.json ?? false);
     });
+}
+
+/** The sigma command's work: one row, --logits or --file. */
+async function sigmaAction(row: string | undefined, options: SigmaOptions, command: Command): Promise<void> {
+  const extra = command.args.filter((a) => a !== row);
+  if (row !== undefined && /^--?[a-zA-Z]/.test(row)) throw new InputError(`sigma: unknown option '${row}'`);
+  if (extra.length > 0) throw new InputError(`sigma: unexpected argument '${extra[0]}' (give one row)`);
+  const sources = [row !== undefined, options.logits !== undefined, options.file !== undefined].filter(Boolean).length;
+  if (sources !== 1) throw new InputError("sigma: give exactly one of a row, --logits <row> or --file <path>");
+  if (options.file !== undefined) {
+    const rows = await readRows(options.file, options.normalize ?? false);
+    printMany(rows.map(rowReport), options.json ?? false);
+    return;
+  }
+  const p =
+    options.logits !== undefined
+      ? softmaxRow(parseNumberList(options.logits, "--logits"), "--logits")
+      : parseProbabilityRow(parseNumberList(row as string, "row"), { normalize: options.normalize, name: "row" });
+  printOne(rowReport(p), options.json ?? false);
 }
 
 function printOne(report: RowReport, json: boolean): void {
@@ -147,7 +158,7 @@ async function readRows(path: string, normalize: boolean): Promise<Float64Array[
         if (f.length === 0) throw new InputError(`${name}: field ${j + 1} is empty`);
         return parseNumber(f, `${name}: field ${j + 1}`);
       }
-      throw new InputError(`${name}: field ${j + 1} is not a number`);
+      throw new InputError(`${name}: field ${j + 1}: must be a number, got ${JSON.stringify(f)}`);
     });
     return parseProbabilityRow(numbers, { normalize, name });
   });

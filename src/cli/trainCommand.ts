@@ -4,10 +4,19 @@ import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
 import { specForms, specTask } from "../data/sources/index.ts";
 import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
-import { JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
+import {
+  JASMIN_MAX_LAMBDA,
+  JASMIN_NORMS,
+  JASMIN_REDUCTIONS,
+  type JasminNorm,
+  type JasminReduce,
+} from "../train/jasmin.ts";
 import type { ProgressMode } from "../train/progress.ts";
 import { train } from "../train/trainer.ts";
+import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
+import type { NumberRule } from "../util/numberFlag.ts";
+import { firstFlagIssue, numberFlag } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
@@ -85,20 +94,18 @@ const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
   "testLimit",
 ];
 
-const NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+/** The numeric flags' limits (the words of their errors come from util/numberFlag.ts). */
+const POSITIVE_INT: NumberRule = { integer: true, min: 1 };
+const NON_NEGATIVE_INT: NumberRule = { integer: true, min: 0 };
+const NON_NEGATIVE: NumberRule = { min: 0 };
+const LAMBDA: NumberRule = {
+  min: 0,
+  max: JASMIN_MAX_LAMBDA,
+  why: "beyond that the penalty drowns the cross-entropy in float32",
+};
 
-/** A decimal number written in full (no "", "0x10", "1e", "Infinity"), then checked by `then`. */
-const num = (then: z.ZodNumber) =>
-  z
-    .string()
-    .trim()
-    .regex(NUMBER, "must be a number")
-    .transform(Number)
-    .pipe(then);
-
-const positiveInt = num(z.number().int("must be a whole number").min(1, "must be at least 1"));
-const nonNegativeInt = num(z.number().int("must be a whole number").min(0, "must be >= 0"));
-const nonNegative = num(z.number().finite("must be finite").min(0, "must be >= 0"));
+/** The peak learning rate when --lr is not given (train/setup.ts's default, and the help text's). */
+const DEFAULT_LR = 0.002;
 
 const TrainFlagsSchema = z.object({
   data: z
@@ -120,14 +127,14 @@ const TrainFlagsSchema = z.object({
     })
     .optional(),
   model: z.string().min(1, "must not be empty").optional(),
-  epochs: positiveInt.optional(),
-  batch: positiveInt.optional(),
-  lr: num(z.number().finite("must be finite").positive("must be > 0")).optional(),
-  minLr: nonNegative.optional(),
-  weightDecay: nonNegative.optional(),
-  warmup: nonNegativeInt.optional(),
-  clip: nonNegative.optional(),
-  jasmin: nonNegative.optional(),
+  epochs: numberFlag(POSITIVE_INT).optional(),
+  batch: numberFlag(POSITIVE_INT).optional(),
+  lr: numberFlag({ above: 0 }).optional(),
+  minLr: numberFlag(NON_NEGATIVE).optional(),
+  weightDecay: numberFlag(NON_NEGATIVE).optional(),
+  warmup: numberFlag(NON_NEGATIVE_INT).optional(),
+  clip: numberFlag(NON_NEGATIVE).optional(),
+  jasmin: numberFlag(LAMBDA).optional(),
   jasminNorm: z.enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]], "expected top2, quad or exact").optional(),
   jasminReduce: z
     .enum(JASMIN_REDUCTIONS as [JasminReduce, ...JasminReduce[]], "expected max-log, max or mean")
@@ -135,13 +142,13 @@ const TrainFlagsSchema = z.object({
   jasminLayers: z
     .string()
     .trim()
-    .regex(/^\d+(\s*,\s*\d+)*$/, "expected block indices separated by commas, e.g. 0,1")
+    .regex(/^\d+(\s*,\s*\d+)*$/, "must be block indices (integers >= 0) separated by commas, e.g. 0,1")
     .transform((s) => s.split(",").map((t) => Number(t.trim())))
     .optional(),
-  seed: num(z.number().int("must be a whole number").min(0, "must be >= 0").max(0xffffffff, "must be < 2^32")).optional(),
+  seed: numberFlag({ integer: true, min: 0, max: 0xffffffff }).optional(),
   out: z.string().min(1, "must not be empty").optional(),
-  limit: positiveInt.optional(),
-  testLimit: positiveInt.optional(),
+  limit: numberFlag(POSITIVE_INT).optional(),
+  testLimit: numberFlag(POSITIVE_INT).optional(),
   backend: z.enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`).optional(),
   resume: z.string().min(1, "must not be empty").optional(),
   progress: z.enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none").optional(),
@@ -153,18 +160,18 @@ export type TrainFlags = z.output<typeof TrainFlagsSchema>;
 /**
  * Validates the train command's flags.
  *
- * @throws InputError with one line naming the flag and the problem, e.g.
- *   `train: --epochs: must be a whole number (got "1.5")`.
+ * @throws InputError with one line naming the flag, the problem and the value, e.g.
+ *   `train: --epochs: must be a positive integer, got "1.5"`; or naming both flags when
+ *   --min-lr is above --lr (given or default).
  */
 export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
   const result = TrainFlagsSchema.safeParse(raw);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const key = issue.path[0] as keyof RawTrainOptions;
-    const given = raw[key];
-    throw new InputError(`train: ${FLAGS[key] ?? String(key)}: ${issue.message} (got ${JSON.stringify(given)})`);
-  }
+  if (!result.success) throw firstFlagIssue("train", result.error, raw, FLAGS);
   const flags = result.data;
+  if (flags.minLr !== undefined && flags.minLr > (flags.lr ?? DEFAULT_LR))
+    throw new InputError(
+      `train: --min-lr ${flags.minLr} is above --lr ${flags.lr ?? `${DEFAULT_LR} (the default)`}: the cosine decay ends at --min-lr and must not rise above the peak rate --lr`,
+    );
   if (flags.resume !== undefined) {
     const fixed = FIXED_BY_CHECKPOINT.find((k) => raw[k] !== undefined);
     if (fixed !== undefined)
@@ -191,17 +198,17 @@ export function trainCommand(): Command {
     .option("--label-column <name>", "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]")
     .option(
       "--encoding <name>",
-      "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint [auto: UTF-8, else Windows-1252]",
+      "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint [auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
     )
     .option("--model <preset|json>", "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]")
     .option("--epochs <n>", "epochs; with --resume, the new total [3]")
     .option("--batch <n>", "examples per step [32]")
-    .option("--lr <x>", "peak learning rate [0.002]")
-    .option("--min-lr <x>", "learning rate at the end of the cosine decay [0]")
+    .option("--lr <x>", `peak learning rate [${DEFAULT_LR}]`)
+    .option("--min-lr <x>", "learning rate at the end of the cosine decay, at most --lr [0]")
     .option("--weight-decay <x>", "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings) [0.05]")
     .option("--warmup <steps>", "linear warm-up steps [10% of all steps]")
     .option("--clip <norm>", "clip gradients to this global l2 norm; 0 = off [1]")
-    .option("--jasmin <lambda>", "JaSMin weight lambda; 0 = off [0]")
+    .option("--jasmin <lambda>", `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off [0]`)
     .option("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact [top2]")
     .option("--jasmin-reduce <r>", "max-log, max or mean [max-log]")
     .option("--jasmin-layers <list>", "block indices to regularise, e.g. 0,1 [all]")
@@ -215,6 +222,8 @@ export function trainCommand(): Command {
     .action(async (raw: RawTrainOptions, command: Command) => {
       if (command.args.length > 0) throw new InputError(`train: unexpected argument '${command.args[0]}'`);
       const flags = parseTrainFlags(raw);
+      // Before any work: an --out that cannot be written is refused now, not after loading the data.
+      if (flags.out !== undefined && flags.resume === undefined) checkOutPath(flags.out, "folder", "--out", "train");
       await useBackend(flags.backend ?? "wasm");
       const result = await train({
         data: flags.data,

@@ -224,7 +224,7 @@ export async function loadRun(dir: string, name?: string): Promise<RunData> {
   ]);
   if (analysisPath === null)
     throw new InputError(
-      `run folder ${dir} holds no analysis.json (write one with \`attnlip analyze ... --out ${dir}\`)`,
+      `run folder ${dir} holds no analysis.json (write one with \`attnlip analyze ${dir}\` for a checkpoint, or \`attnlip analyze ... --out ${dir}\`)`,
     );
   const analysis = await readJsonFile(analysisPath, AnalysisSchema);
   checkAnalysis(analysisPath, analysis);

@@ -50,8 +50,11 @@ export {
 export {
   checkCount,
   checkEps,
+  describeValue,
+  epsLimit,
   resolveAttackOptions,
   type AttackSettings,
+  type EpsLimit,
   type ResolvedAttackSettings,
 } from "./options.ts";
 export {

@@ -25,11 +25,11 @@ export interface AttackSettings {
   eps: number;
   /** Ascent steps K, an integer >= 1 [ATTACK_DEFAULTS.steps = 10]. */
   steps?: number;
-  /** Step size alpha, finite and >= 0; null/undefined = 2.5 * eps / steps. */
+  /** Step size alpha, finite and > 0; null/undefined = 2.5 * eps / steps. */
   stepSize?: number | null;
   /** Start from a random point of the ball [true]. */
   randomStart?: boolean;
-  /** Seed of the random start, a finite number [0]. */
+  /** Seed of the random start, an integer in [0, 2^32) [0]. */
   seed?: number;
   /** Valid input range [low, high] [[0, 1]]. */
   clip?: ClipRange;
@@ -47,25 +47,83 @@ export interface ResolvedAttackSettings {
 }
 
 /**
- * Checks a count that must be a whole number >= 1 (PGD steps, a batch size).
+ * A value as an error message shows it: numbers as they print, anything else with its type,
+ * so that a string "0.1" (which prints like a valid radius) is not mistaken for a number.
  *
- * @param name the argument's name in the message, e.g. "steps".
- * @returns the value.
- * @throws RangeError `${who}: ${name} must be an integer >= 1, got ...`.
+ * @example describeValue("0.1") // 'the string "0.1"'
+ * @example describeValue(-1) // "-1"
  */
-export function checkCount(value: unknown, name: string, who: string): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1)
-    throw new RangeError(`${who}: ${name} must be an integer >= 1, got ${String(value)}`);
+export function describeValue(value: unknown): string {
+  if (typeof value === "number") return String(value);
+  if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === "boolean" || typeof value === "bigint") return `the ${typeof value} ${String(value)}`;
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "function" ? "a function" : "an object";
+}
+
+/**
+ * Checks that a setting is a number and that it satisfies `ok`.
+ *
+ * @param expected what it must be, e.g. "an integer >= 1".
+ * @throws RangeError `${who}: ${name} must be a number, got the string "0.1"` for a non-number,
+ *   `${who}: ${name} must be ${expected}, got ${value}` for a number that fails `ok`.
+ */
+function checkNumber(value: unknown, ok: (v: number) => boolean, expected: string, name: string, who: string): number {
+  if (typeof value !== "number")
+    throw new RangeError(`${who}: ${name} must be a number, got ${describeValue(value)}`);
+  if (!ok(value)) throw new RangeError(`${who}: ${name} must be ${expected}, got ${String(value)}`);
   return value;
 }
 
 /**
+ * Checks a count that must be a whole number >= 1 (PGD steps, a batch size).
+ *
+ * @param name the argument's name in the message, e.g. "steps".
+ * @returns the value.
+ * @throws RangeError `${who}: ${name} must be an integer >= 1, got ...` (a non-number: "must
+ *   be a number, got the string ...").
+ */
+export function checkCount(value: unknown, name: string, who: string): number {
+  return checkNumber(value, (v) => Number.isInteger(v) && v >= 1, "an integer >= 1", name, who);
+}
+
+/** The largest radius an input range allows, and what that limit is, in words. */
+export interface EpsLimit {
+  /** The largest radius that does not hold every valid input. */
+  max: number;
+  /** What the limit is, e.g. "the width 1 of the input range [0, 1]". */
+  what: string;
+}
+
+/**
+ * The largest useful radius in a threat model on inputs in `clip`: in l_inf the range's width
+ * high - low (a larger box holds every input of the range); in l_2 its diameter
+ * (high - low) * sqrt(entries per example), when the number of entries is known. An unbounded
+ * range (the embedding space's NO_CLIP) has no limit.
+ *
+ * @param entries entries per example (H * W * C for images), or omitted.
+ * @returns the limit, or null when there is none.
+ * @example epsLimit("l2", [0, 1], 32 * 32 * 3)?.max // 55.42562584220407 (sqrt(3072), CIFAR-10)
+ */
+export function epsLimit(norm: AttackNorm, clip: ClipRange, entries?: number): EpsLimit | null {
+  const width = clip[1] - clip[0];
+  if (!Number.isFinite(width)) return null;
+  const range = `[${clip[0]}, ${clip[1]}]`;
+  if (norm === "linf") return { max: width, what: `the width ${width} of the input range ${range}` };
+  if (entries === undefined || !(entries > 0)) return null;
+  const diameter = width * Math.sqrt(entries);
+  return {
+    max: diameter,
+    what: `${diameter.toPrecision(6)}, the l_2 diameter of the input range ${range} for inputs of ${entries} entries`,
+  };
+}
+
+/**
  * Checks an attack radius against its threat model and the valid input range. eps must be a
- * finite number >= 0; in l_inf it must not exceed the range's width high - low (a larger box
- * holds every input of the range: eps 8 on images in [0, 1] is almost surely 8/255 meant);
- * in l_2, when `inputShape` is given, it must not exceed the range's diameter
- * (high - low) * sqrt(entries per example). An unbounded range (the embedding space's
- * NO_CLIP) puts no upper limit.
+ * finite number >= 0 and at most {@link epsLimit} (l_inf: the range's width, so eps 8 on
+ * images in [0, 1], almost surely 8/255 meant, is refused; l_2, when `inputShape` is given:
+ * the range's diameter). An unbounded range (the embedding space's NO_CLIP) puts no upper limit.
  *
  * @param inputShape the inputs' shape [b, ...] (only its trailing entries count), or omitted.
  * @returns eps.
@@ -79,31 +137,25 @@ export function checkEps(
   who: string,
   inputShape?: readonly number[],
 ): number {
-  if (typeof eps !== "number" || !Number.isFinite(eps) || eps < 0)
-    throw new RangeError(`${who}: eps must be a finite number >= 0, got ${String(eps)}`);
+  const value = checkNumber(eps, (v) => Number.isFinite(v) && v >= 0, "a finite number >= 0", "eps", who);
+  const entries =
+    inputShape !== undefined && inputShape.length >= 2 ? inputShape.slice(1).reduce((a, d) => a * d, 1) : undefined;
+  const limit = epsLimit(norm, clip, entries);
+  if (limit === null || value <= limit.max) return value;
   const width = clip[1] - clip[0];
-  if (!Number.isFinite(width)) return eps;
-  const range = `[${clip[0]}, ${clip[1]}]`;
-  if (norm === "linf" && eps > width)
-    throw new RangeError(
-      `${who}: eps ${eps} is larger than the width ${width} of the input range ${range}: an l_inf ball that large holds every valid input` +
-        (eps >= 1 && width <= 1 ? ` (for 8/255 write ${(eps / 255).toPrecision(4)})` : ""),
-    );
-  if (norm === "l2" && inputShape !== undefined && inputShape.length >= 2) {
-    const entries = inputShape.slice(1).reduce((a, d) => a * d, 1);
-    const diameter = width * Math.sqrt(entries);
-    if (entries > 0 && eps > diameter)
-      throw new RangeError(
-        `${who}: eps ${eps} is larger than ${diameter.toPrecision(6)}, the l_2 diameter of the input range ${range} for inputs of ${entries} entries: an l_2 ball that large holds every valid input`,
-      );
-  }
-  return eps;
+  throw new RangeError(
+    norm === "linf"
+      ? `${who}: eps ${value} is larger than ${limit.what}: an l_inf ball that large holds every valid input` +
+          (value >= 1 && width <= 1 ? ` (for 8/255 write ${(value / 255).toPrecision(4)})` : "")
+      : `${who}: eps ${value} is larger than ${limit.what}: an l_2 ball that large holds every valid input`,
+  );
 }
 
 /**
  * Checks and completes the settings of an attack: norm, eps ({@link checkEps}), steps (integer
- * >= 1), stepSize (finite >= 0, default 2.5 * eps / steps), seed (finite) and the clip range.
- * Every attack calls it, so the same bad value gets the same error everywhere.
+ * >= 1), stepSize (finite > 0 when given; default 2.5 * eps / steps), seed (an integer in
+ * [0, 2^32), as the CLI's --seed) and the clip range. Every attack calls it, so the same bad
+ * value gets the same error everywhere, and a non-number (the string "0.1") is named as such.
  *
  * @param who the caller's name, first word of every message (e.g. "pgd", "evaluateRobustness").
  * @param inputShape the inputs' shape [b, ...], for the l_2 radius bound (optional).
@@ -118,16 +170,23 @@ export function resolveAttackOptions(
 ): ResolvedAttackSettings {
   const norm = options.norm ?? ATTACK_DEFAULTS.norm;
   if (!ATTACK_NORMS.includes(norm))
-    throw new RangeError(`${who}: norm must be linf or l2, got ${String(norm)}`);
+    throw new RangeError(`${who}: norm must be linf or l2, got ${describeValue(norm)}`);
   const clip = options.clip ?? ([0, 1] as const);
   checkClip(clip, who);
   const eps = checkEps(options.eps, norm, clip, who, inputShape);
   const steps = checkCount(options.steps ?? ATTACK_DEFAULTS.steps, "steps", who);
-  const stepSize = options.stepSize ?? defaultStepSize(eps, steps);
-  if (typeof stepSize !== "number" || !Number.isFinite(stepSize) || stepSize < 0)
-    throw new RangeError(`${who}: stepSize must be a finite number >= 0, got ${String(stepSize)}`);
-  const seed = options.seed ?? ATTACK_DEFAULTS.seed;
-  if (typeof seed !== "number" || !Number.isFinite(seed))
-    throw new RangeError(`${who}: seed must be a finite number, got ${String(seed)}`);
+  // A step size of 0 never moves the iterate: given, it must be > 0 (the default rule gives 0
+  // only at eps 0, where nothing moves anyway).
+  const stepSize =
+    options.stepSize === undefined || options.stepSize === null
+      ? defaultStepSize(eps, steps)
+      : checkNumber(options.stepSize, (v) => Number.isFinite(v) && v > 0, "a finite number > 0", "stepSize", who);
+  const seed = checkNumber(
+    options.seed ?? ATTACK_DEFAULTS.seed,
+    (v) => Number.isInteger(v) && v >= 0 && v <= 0xffffffff,
+    "an integer from 0 to 4294967295",
+    "seed",
+    who,
+  );
   return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart, seed, clip };
 }

@@ -1,4 +1,5 @@
 import { InputError } from "../util/errors.ts";
+import { flagError } from "../util/numberFlag.ts";
 /**
  * Validation and conversion of user-supplied rows: probabilities and logits.
  * Errors are `InputError`s whose message names the argument and what was expected.
@@ -101,8 +102,9 @@ export function parseNumberList(text: string, name: string): number[] {
  * Parses one decimal number strictly ("1e-3" is accepted; so are "nan" and "inf" words, so
  * that validators can name the problem).
  *
- * @param where prefix of the error message, e.g. "--file row 2 field 3".
- * @throws InputError when the text is not a complete number.
+ * @param where prefix of the error message, e.g. "--file row 2: field 3".
+ * @throws InputError `${where}: must be a number, got "abc"` (the wording of every numeric
+ *   flag, util/numberFlag.ts) when the text is not a complete number.
  */
 export function parseNumber(field: string, where: string): number {
   const lower = field.trim().toLowerCase();
@@ -110,6 +112,6 @@ export function parseNumber(field: string, where: string): number {
   if (["inf", "+inf", "infinity", "+infinity"].includes(lower)) return Infinity;
   if (["-inf", "-infinity"].includes(lower)) return -Infinity;
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(lower))
-    throw new InputError(`${where} "${field}" is not a number`);
+    throw flagError("", where, "must be a number", field);
   return Number(lower);
 }

@@ -83,6 +83,8 @@ export async function trainEpoch(
   let done = 0;
   const sums = { loss: 0, ce: 0, jasmin: 0, sigma: 0, correct: 0 };
   let lr = 0;
+  // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
+  const rateUnit = isText(dataset) ? "examples/s" : "img/s";
   const epochBatches: Iterable<Batch | TextBatch> = isText(dataset)
     ? textBatches(dataset.train, order, state.batchSize)
     : batches(dataset.train, order, state.batchSize);
@@ -148,6 +150,7 @@ export async function trainEpoch(
       loss: sums.loss / seen,
       accuracy: sums.correct / seen,
       imagesPerSecond: seen / epochSeconds,
+      unit: rateUnit,
     });
   }
   progress.endEpoch();
@@ -209,7 +212,7 @@ export async function trainEpoch(
   progress.log(
     `epoch ${epoch}/${state.epochs}: ${testText}, train loss ${summary.trainLoss.toFixed(4)}, ` +
       `train accuracy ${(100 * summary.trainAccuracy).toFixed(2)}%, mean sigma ${summary.meanSigma.toFixed(4)}, ` +
-      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} img/s), ` +
+      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} ${rateUnit}), ` +
       `${((performance.now() - epochStart) / 1000).toFixed(1)} s with evaluation${out !== null ? ", checkpoint saved" : ""}`,
   );
   return {

@@ -13,6 +13,14 @@ export type JasminNorm = "top2" | "quad" | "exact";
 /** How the s_i are reduced to R (see {@link jasminFromProbabilities}). */
 export type JasminReduce = "max-log" | "max" | "mean";
 
+/**
+ * The largest sensible weight lambda. R is of order 1 (max-log: log sigma in [log 1e-6, log 1/2];
+ * max, mean: sigma in [0, 1/2]) and so is the cross-entropy (log 10 at chance on 10 classes);
+ * past 1e6, lambda * R is so large that float32 (24-bit mantissa: a spacing of 0.0625 at 1e6)
+ * rounds the cross-entropy's changes away and the model is trained on the penalty alone.
+ */
+export const JASMIN_MAX_LAMBDA = 1e6;
+
 export const JASMIN_NORMS: readonly JasminNorm[] = ["top2", "quad", "exact"];
 export const JASMIN_REDUCTIONS: readonly JasminReduce[] = ["max-log", "max", "mean"];
 

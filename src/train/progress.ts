@@ -2,7 +2,7 @@ import cliProgress from "cli-progress";
 
 /**
  * Progress display of a training run: a cli-progress bar on a terminal (steps, loss,
- * accuracy, images/s, ETA), plain lines otherwise (about one per 10% of an epoch), or nothing.
+ * accuracy, img/s or examples/s, ETA), plain lines otherwise (about one per 10% of an epoch), or nothing.
  */
 
 /** How to show progress: "auto" = a bar when stdout is a TTY, lines otherwise. */
@@ -14,8 +14,10 @@ export interface ProgressValues {
   loss: number;
   /** Training accuracy of the epoch so far, in [0, 1]. */
   accuracy: number;
-  /** Training throughput of the epoch so far, images per second. */
+  /** Training throughput of the epoch so far, examples (images or texts) per second. */
   imagesPerSecond: number;
+  /** The throughput's unit as shown: "img/s" (images, the default) or "examples/s" (text). */
+  unit?: string;
 }
 
 /** A progress display: one epoch at a time. */
@@ -65,7 +67,7 @@ export function createProgress(mode: ProgressMode, write: (line: string) => void
       const eta = done > 0 ? (elapsed * (steps - done)) / done : NaN;
       write(
         `${epochText} step ${done}/${steps} (${Math.round((100 * done) / steps)}%) loss ${v.loss.toFixed(4)} ` +
-          `acc ${(100 * v.accuracy).toFixed(1)}% ${v.imagesPerSecond.toFixed(1)} img/s ETA ${formatEta(eta)}`,
+          `acc ${(100 * v.accuracy).toFixed(1)}% ${v.imagesPerSecond.toFixed(1)} ${v.unit ?? "img/s"} ETA ${formatEta(eta)}`,
       );
     },
     endEpoch() {},
@@ -82,20 +84,20 @@ function barReporter(write: (line: string) => void): ProgressReporter {
       bar = new cliProgress.SingleBar(
         {
           format:
-            "epoch {epoch} |{bar}| {value}/{total} steps | loss {loss} | acc {acc} | {ips} img/s | ETA {eta_formatted}",
+            "epoch {epoch} |{bar}| {value}/{total} steps | loss {loss} | acc {acc} | {ips} | ETA {eta_formatted}",
           stream: process.stdout,
           hideCursor: true,
           etaBuffer: 20,
         },
         cliProgress.Presets.shades_classic,
       );
-      bar.start(steps, 0, { epoch: `${epoch}/${epochs}`, loss: "-", acc: "-", ips: "-" });
+      bar.start(steps, 0, { epoch: `${epoch}/${epochs}`, loss: "-", acc: "-", ips: "- /s" });
     },
     update(done, v) {
       bar?.update(done, {
         loss: v.loss.toFixed(4),
         acc: `${(100 * v.accuracy).toFixed(1)}%`,
-        ips: v.imagesPerSecond.toFixed(1),
+        ips: `${v.imagesPerSecond.toFixed(1)} ${v.unit ?? "img/s"}`,
       });
     },
     endEpoch() {

@@ -61,7 +61,8 @@ const badCases: [string, string[], RegExp][] = [
   ["empty field", ["sigma", "0.5,,0.5"], /field 2 is empty/],
   ["trailing comma", ["sigma", "0.5,0.5,"], /field 3 is empty/],
   ["sum off from 1", ["sigma", "0.5,0.4"], /sum to 0\.9, expected 1 within/],
-  ["not a number", ["sigma", "0.5,abc"], /field 2 "abc" is not a number/],
+  ["not a number", ["sigma", "0.5,abc"], /^attnlip: sigma: row: field 2: must be a number, got "abc"$/],
+  ["not a number in --logits", ["sigma", "--logits", "1,1e"], /^attnlip: sigma: --logits: field 2: must be a number, got "1e"$/],
   ["infinite logit", ["sigma", "--logits", "1,-inf"], /--logits: entry 2 is -Infinity, expected a finite logit/],
   ["NaN logit", ["sigma", "--logits", "nan,1"], /--logits: entry 1 is NaN/],
   ["no input", ["sigma"], /give exactly one of/],
@@ -87,8 +88,8 @@ test("bad rows in files name the file row", () => {
   const dir = mkdtempSync(join(tmpdir(), "attnlip-sigma-"));
   const cases: [string, string, RegExp][] = [
     ["bad.csv", "0.5,0.5\n0.2,0.2\n", /--file row 2: entries sum to 0\.4/],
-    ["bad.json", "[[0.5, 0.5], [1, \"x\"]]", /--file row 2: field 2 is not a number/],
-    ["bad2.csv", "0.5,0.5\n0.5,x\n", /--file row 2: field 2 "x" is not a number/],
+    ["bad.json", "[[0.5, 0.5], [1, \"x\"]]", /sigma: --file row 2: field 2: must be a number, got "x"/],
+    ["bad2.csv", "0.5,0.5\n0.5,x\n", /sigma: --file row 2: field 2: must be a number, got "x"/],
     ["broken.json", "[[0.5, 0.5]", /is not valid JSON/],
     ["flat.json", "[0.5, 0.5]", /must hold a JSON array of arrays/],
     ["empty.csv", "\n\n", /holds no rows/],

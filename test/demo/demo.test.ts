@@ -32,11 +32,11 @@ test("attnlip demo rejects bad input with exit 2 and one line", () => {
   const file = join(mkdtempSync(join(tmpdir(), "attnlip-demo-bad-")), "not-a-folder");
   writeFileSync(file, "x");
   const cases: [string[], RegExp][] = [
-    [["demo", "--quick", "--seed", "-1"], /--seed: expected an integer >= 0/],
+    [["demo", "--quick", "--seed", "-1"], /^attnlip: demo: --seed: must be an integer from 0 to 4294967295, got "-1"$/],
     [["demo", "--quick", "--jasmin", "abc"], /--jasmin:/],
     [["demo", "--quick", "--backend", "gpu"], /gpu/],
     [["demo", "--quick", "--task", "audio"], /audio/],
-    [["demo", "--quick", "--out", file], /not-a-folder/],
+    [["demo", "--quick", "--out", file], /^attnlip: demo: --out: .*not-a-folder is a file, not a folder$/],
   ];
   for (const [args, message] of cases) {
     const r = runAttnlip(args, { timeoutMs: 120_000 });

@@ -47,22 +47,24 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     },
   );
   assert.deepEqual(parseAttackFlags({ norm: "l2", eps: "0, 1.5,28" }).eps, [0, 1.5, 28]);
+  // The parser knows no input space: a radius's upper limit comes from the data (runAttack).
+  assert.deepEqual(parseAttackFlags({ eps: "8" }).eps, [8]);
+  assert.deepEqual(parseAttackFlags({ norm: "l2", eps: "1e6" }).eps, [1e6]);
   assert.deepEqual(parseAttackFlags({ attack: "pgd" }).attacks, ["pgd"]);
   assert.equal(parseAttackFlags({ stepSize: "0.01" }).stepSize, 0.01);
   const cases: [Record<string, string>, RegExp][] = [
-    [{ eps: "-0.1" }, /^attack: --eps: must be >= 0 \(got "-0.1"\)$/],
-    [{ eps: "NaN" }, /^attack: --eps: must be a number/],
-    [{ eps: "0.1,,0.2" }, /^attack: --eps: must be a number/],
-    [{ eps: "1.5" }, /^attack: --eps: 1.5 is out of range for --norm linf \(at most 1/],
-    [{ eps: "29", norm: "l2" }, /^attack: --eps: 29 is out of range for --norm l2 \(at most 28/],
-    [{ norm: "l1" }, /^attack: --norm: expected linf or l2/],
-    [{ n: "0" }, /^attack: --n: must be at least 1/],
-    [{ n: "2.5" }, /^attack: --n: must be a whole number/],
-    [{ n: "many" }, /^attack: --n: must be a number/],
-    [{ steps: "0" }, /^attack: --steps: must be at least 1/],
-    [{ stepSize: "0" }, /^attack: --step-size: must be > 0/],
-    [{ batch: "-1" }, /^attack: --batch: must be at least 1/],
-    [{ seed: "5000000000" }, /^attack: --seed: must be < 2\^32/],
+    [{ eps: "-0.1" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "-0.1"$/],
+    [{ eps: "NaN" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "NaN"$/],
+    [{ eps: "0.1,,0.2" }, /^attack: --eps: must be a comma-separated list/],
+    [{ eps: "1e400" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "1e400"$/],
+    [{ norm: "l1" }, /^attack: --norm: expected linf or l2, got "l1"$/],
+    [{ n: "0" }, /^attack: --n: must be an integer from 1 to 10000, got "0"$/],
+    [{ n: "2.5" }, /^attack: --n: must be an integer from 1 to 10000, got "2.5"$/],
+    [{ n: "many" }, /^attack: --n: must be an integer from 1 to 10000, got "many"$/],
+    [{ steps: "0" }, /^attack: --steps: must be an integer from 1 to 10000/],
+    [{ stepSize: "0" }, /^attack: --step-size: must be a finite number > 0, got "0"$/],
+    [{ batch: "-1" }, /^attack: --batch: must be an integer from 1 to 4096/],
+    [{ seed: "5000000000" }, /^attack: --seed: must be an integer from 0 to 4294967295/],
     [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm or both/],
     [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
     [{ data: "imagenet" }, /^attack: --data: expected mnist, idx:DIR or cifar10:DIR/],
@@ -90,12 +92,17 @@ test("bad input exits 2 with one clear line", async () => {
     [["attack", join(dir, "nope")], /no such folder/],
     [["attack", empty], /missing config\.json/],
     [["attack", broken], /config\.json is not valid JSON/],
-    [["attack", "--random-init", "--eps", "-0.1"], /--eps: must be >= 0/],
+    [["attack", "--random-init", "--eps", "-0.1"], /--eps: must be a comma-separated list of finite numbers >= 0/],
+    // The limits of MNIST's input space: pixels in [0, 1], 28x28x1 images.
     [
       ["attack", "--random-init", "--norm", "l2", "--eps", "0.5,28.5"],
-      /--eps: 28\.5 is out of range for --norm l2/,
+      /^attnlip: attack: --eps: 28\.5 is out of range for --norm l2 \(at most 28, the l_2 diameter of 28x28x1 images in the pixel range \[0, 1\] of mnist, 1 \* sqrt\(28\*28\*1\)\)$/,
     ],
-    [["attack", "--random-init", "--n", "0"], /--n: must be at least 1/],
+    [
+      ["attack", "--random-init", "--eps", "8"],
+      /^attnlip: attack: --eps: 8 is out of range for --norm linf \(at most 1, the width of the pixel range \[0, 1\] of mnist; for 8\/255 write 0\.03137\)$/,
+    ],
+    [["attack", "--random-init", "--n", "0"], /--n: must be an integer from 1 to 10000/],
     [["attack", "--random-init", "--model", "resnet"], /--model: unknown model preset "resnet"/],
     [["attack"], /give a checkpoint folder, or --random-init/],
   ];

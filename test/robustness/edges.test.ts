@@ -11,6 +11,8 @@ import {
 import { evaluateRobustness } from "../../src/robustness/evaluate.ts";
 import { fgsm } from "../../src/robustness/fgsm.ts";
 import { zeroGradientRows } from "../../src/robustness/loss.ts";
+import { epsLimit, resolveAttackOptions } from "../../src/robustness/options.ts";
+import { NO_CLIP } from "../../src/robustness/inputSpace.ts";
 import { pgd, pgdWithGradient } from "../../src/robustness/pgd.ts";
 
 // Attacks at the edges: the library refuses radii and settings that make no sense for the
@@ -127,7 +129,10 @@ test("negative, NaN, infinite or non-number eps, and non-positive steps or batch
   const m = new TextClassifier(TINY_TEXT, 1);
   const ids = tf.tensor2d([[2, 5, 6, 0]], [1, 4], "int32");
   const inputs = { ids, mask: tf.tidy(() => tf.cast(tf.notEqual(ids, 0), "float32")) };
-  const attacks: [string, (o: { eps: number; steps?: number; batchSize?: number }) => unknown][] = [
+  const attacks: [
+    string,
+    (o: { eps: number; steps?: number; batchSize?: number; stepSize?: number; seed?: number }) => unknown,
+  ][] = [
     ["fgsm", (o) => fgsm(deadRelu, x, LABELS, o)],
     ["pgd", (o) => pgd(deadRelu, x, LABELS, o)],
     ["evaluateRobustness", (o) => evaluateRobustness(deadRelu, x, LABELS, { ...o, eps: [o.eps] })],
@@ -139,13 +144,32 @@ test("negative, NaN, infinite or non-number eps, and non-positive steps or batch
     ],
   ];
   for (const [who, run] of attacks) {
-    for (const eps of [-0.1, NaN, Infinity, "0.1" as unknown as number])
+    for (const eps of [-0.1, NaN, Infinity])
       refuses(
         () => run({ eps }),
         new RegExp(`^${who}: eps must be a finite number >= 0, got ${String(eps)}$`),
         `${who} eps ${eps}`,
       );
+    // A string prints like a valid radius: the message says it is one.
+    refuses(
+      () => run({ eps: "0.1" as unknown as number }),
+      new RegExp(`^${who}: eps must be a number, got the string "0\\.1"$`),
+      `${who} eps "0.1"`,
+    );
     if (who.startsWith("fgsm")) continue;
+    // As the CLI refuses --step-size 0 and --seed -1: a step of 0 never moves, a seed is an
+    // integer in [0, 2^32).
+    refuses(
+      () => run({ eps: 0.1, stepSize: 0 }),
+      new RegExp(`^${who}: stepSize must be a finite number > 0, got 0$`),
+      `${who} stepSize 0`,
+    );
+    for (const seed of [-1, 0.5, 2 ** 32])
+      refuses(
+        () => run({ eps: 0.1, seed }),
+        new RegExp(`^${who}: seed must be an integer from 0 to 4294967295, got ${seed}$`),
+        `${who} seed ${seed}`,
+      );
     for (const steps of [0, -3, 1.5, NaN])
       refuses(
         () => run({ eps: 0.1, steps }),
@@ -259,4 +283,43 @@ test("pgdWithGradient flags an l_inf zero gradient met at any step (it only warn
     /^pgd: the loss gradient is exactly zero for 1 example\(s\) of 2 \(linf, at one or more of its 3 steps\)/,
   );
   tf.dispose([adv, x]);
+});
+
+test("resolveAttackOptions, the library's one check: step size 0, seed -1 and strings are refused by name", () => {
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ eps: 0.1, stepSize: 0 }, /^me: stepSize must be a finite number > 0, got 0$/],
+    [{ eps: 0.1, stepSize: "0.01" }, /^me: stepSize must be a number, got the string "0\.01"$/],
+    [{ eps: 0.1, seed: -1 }, /^me: seed must be an integer from 0 to 4294967295, got -1$/],
+    [{ eps: 0.1, seed: "1" }, /^me: seed must be a number, got the string "1"$/],
+    [{ eps: 0.1, steps: "10" }, /^me: steps must be a number, got the string "10"$/],
+    [{ eps: "0.1" }, /^me: eps must be a number, got the string "0\.1"$/],
+    [{ eps: null }, /^me: eps must be a number, got null$/],
+  ];
+  for (const [options, pattern] of cases)
+    refuses(() => resolveAttackOptions(options as never, "me"), pattern, JSON.stringify(options));
+  // Left out or null, the step size follows the rule 2.5 * eps / steps (0 at eps 0: nothing moves).
+  assert.equal(resolveAttackOptions({ eps: 0.1, stepSize: null }, "me").stepSize, 0.025);
+  assert.equal(resolveAttackOptions({ eps: 0 }, "me").stepSize, 0);
+  assert.equal(resolveAttackOptions({ eps: 0.1, seed: 2 ** 32 - 1 }, "me").seed, 2 ** 32 - 1);
+});
+
+test("the eps limit comes from the input space: the pixel range and the image size, none for embeddings", () => {
+  assert.deepEqual(epsLimit("linf", [0, 1], 784)?.max, 1);
+  assert.equal(epsLimit("l2", [0, 1], 28 * 28)?.max, 28);
+  assert.equal(epsLimit("l2", [0, 1], 32 * 32 * 3)?.max, Math.sqrt(32 * 32 * 3)); // CIFAR-10: 55.4
+  assert.equal(epsLimit("linf", [0, 255], 784)?.max, 255);
+  assert.equal(epsLimit("l2", [0, 255], 4)?.max, 510);
+  assert.equal(epsLimit("l2", [0, 1]), null, "no shape: no l_2 limit");
+  assert.equal(epsLimit("linf", NO_CLIP, 784), null, "embeddings are not clipped");
+  assert.equal(epsLimit("l2", NO_CLIP, 784), null);
+  // CIFAR-sized inputs take an l_2 radius above MNIST's 28 and refuse one above sqrt(3072).
+  assert.equal(resolveAttackOptions({ eps: 50, norm: "l2" }, "me", [1, 32, 32, 3]).eps, 50);
+  refuses(
+    () => resolveAttackOptions({ eps: 56, norm: "l2" }, "me", [1, 32, 32, 3]),
+    /^me: eps 56 is larger than 55\.4256, the l_2 diameter of the input range \[0, 1\] for inputs of 3072 entries/,
+    "cifar l2",
+  );
+  // Embedding space: no upper limit in either norm.
+  assert.equal(resolveAttackOptions({ eps: 8, clip: NO_CLIP }, "me").eps, 8);
+  assert.equal(resolveAttackOptions({ eps: 1e6, norm: "l2", clip: NO_CLIP }, "me", [1, 8, 16]).eps, 1e6);
 });

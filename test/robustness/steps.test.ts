@@ -47,7 +47,7 @@ test("the l_inf random start is clipped to [0, 1] before the first gradient", ()
       return tf.onesLike(z);
     },
     x,
-    { norm: "l2", eps: 0.2, steps: 1, start: offset, stepSize: 0 },
+    { norm: "l2", eps: 0.2, steps: 1, start: offset, stepSize: 1e-3 }, // a step size must be > 0
   );
   close(seen2[0], [0.0, 0.55, 1.0], 1e-7, "l2 first gradient point");
   tf.dispose([x, offset, start, adv, adv2]);

@@ -24,22 +24,28 @@ function runTrain(args: string[]): Promise<{ code: number | null; stdout: string
 
 test("parseTrainFlags names the bad flag in one line", () => {
   const cases: [Record<string, string>, RegExp][] = [
-    [{ out: "x", epochs: "abc" }, /^train: --epochs: must be a number \(got "abc"\)$/],
-    [{ out: "x", epochs: "1.5" }, /^train: --epochs: must be a whole number/],
-    [{ out: "x", batch: "0" }, /^train: --batch: must be at least 1/],
-    [{ out: "x", lr: "-1" }, /^train: --lr: must be > 0/],
-    [{ out: "x", lr: "1e" }, /^train: --lr: must be a number/],
-    [{ out: "x", weightDecay: "-0.1" }, /^train: --weight-decay: must be >= 0/],
-    [{ out: "x", warmup: "2.5" }, /^train: --warmup: must be a whole number/],
-    [{ out: "x", clip: "Infinity" }, /^train: --clip: must be a number/],
-    [{ out: "x", jasmin: "-1" }, /^train: --jasmin: must be >= 0/],
+    [{ out: "x", epochs: "abc" }, /^train: --epochs: must be a positive integer, got "abc"$/],
+    [{ out: "x", epochs: "1.5" }, /^train: --epochs: must be a positive integer, got "1.5"$/],
+    [{ out: "x", batch: "0" }, /^train: --batch: must be a positive integer, got "0"$/],
+    [{ out: "x", lr: "-1" }, /^train: --lr: must be a finite number > 0, got "-1"$/],
+    [{ out: "x", lr: "1e" }, /^train: --lr: must be a finite number > 0, got "1e"$/],
+    [{ out: "x", lr: "1e400" }, /^train: --lr: must be a finite number > 0, got "1e400"$/],
+    [{ out: "x", weightDecay: "-0.1" }, /^train: --weight-decay: must be a finite number >= 0/],
+    [{ out: "x", warmup: "2.5" }, /^train: --warmup: must be an integer >= 0, got "2.5"$/],
+    [{ out: "x", clip: "Infinity" }, /^train: --clip: must be a finite number >= 0, got "Infinity"$/],
+    [{ out: "x", jasmin: "-1" }, /^train: --jasmin: must be a number from 0 to 1000000 \(.*float32\), got "-1"$/],
+    // A weight that large trains on the penalty alone: refused, and the message says why.
+    [{ out: "x", jasmin: "1e300" }, /^train: --jasmin: must be a number from 0 to 1000000 \(beyond that the penalty drowns the cross-entropy in float32\), got "1e300"$/],
+    // The cosine decay ends at --min-lr: above the peak --lr (given or default) it would rise.
+    [{ out: "x", minLr: "0.01", lr: "0.001" }, /^train: --min-lr 0\.01 is above --lr 0\.001: /],
+    [{ out: "x", minLr: "0.01" }, /^train: --min-lr 0\.01 is above --lr 0\.002 \(the default\)/],
     [{ out: "x", jasminNorm: "l2" }, /^train: --jasmin-norm: expected top2, quad or exact/],
     [{ out: "x", jasminReduce: "sum" }, /^train: --jasmin-reduce: expected max-log, max or mean/],
-    [{ out: "x", jasminLayers: "0,a" }, /^train: --jasmin-layers: expected block indices/],
-    [{ out: "x", data: "imagenet" }, /^train: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE \(got "imagenet"\)$/],
+    [{ out: "x", jasminLayers: "0,a" }, /^train: --jasmin-layers: must be block indices/],
+    [{ out: "x", data: "imagenet" }, /^train: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE, got "imagenet"$/],
     [{ out: "x", backend: "gpu" }, /^train: --backend: expected wasm or cpu/],
-    [{ out: "x", seed: "-3" }, /^train: --seed: must be >= 0/],
-    [{ out: "x", limit: "0" }, /^train: --limit: must be at least 1/],
+    [{ out: "x", seed: "-3" }, /^train: --seed: must be an integer from 0 to 4294967295, got "-3"$/],
+    [{ out: "x", limit: "0" }, /^train: --limit: must be a positive integer, got "0"$/],
     [{}, /^train: --out DIR is required/],
     [{ resume: "r", lr: "0.1" }, /^train: --lr cannot be given with --resume/],
     [{ resume: "r", out: "other" }, /^train: --out must be left out with --resume/],
@@ -55,6 +61,9 @@ test("parseTrainFlags names the bad flag in one line", () => {
   assert.equal(ok.lr, 0.002);
   assert.deepEqual(ok.jasminLayers, [0, 2]);
   assert.equal(parseTrainFlags({ resume: "r", epochs: "4" }).epochs, 4);
+  // min-lr up to lr, and lambda up to the bound, are accepted.
+  assert.equal(parseTrainFlags({ out: "x", minLr: "0.001", lr: "0.001" }).minLr, 0.001);
+  assert.equal(parseTrainFlags({ out: "x", jasmin: "1e6" }).jasmin, 1e6);
 });
 
 test("the CLI rejects bad flags with exit code 2 and one line on stderr", async () => {
@@ -87,7 +96,8 @@ test("the CLI trains a tiny model for one epoch, prints the summary and writes a
   ]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /final test accuracy \d+\.\d+%, wall time \d+\.\d s, \d+\.\d images\/s/);
-  assert.match(r.stdout, /epoch 1\/1 step 2\/2 \(100%\)/);
+  assert.match(r.stdout, /epoch 1\/1 step 2\/2 \(100%\).* img\/s /);
+  assert.match(r.stdout, /^epoch 1\/1: .*\(\d+\.\d img\/s\)/m, "the epoch line of an image model counts images");
   for (const f of ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json", "metrics.jsonl"])
     assert.ok(existsSync(join(out, f)), f);
   const state = JSON.parse(readFileSync(join(out, "train_state.json"), "utf8"));

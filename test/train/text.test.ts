@@ -197,3 +197,27 @@ test("train on a CSV file: masks, tokenizer.json and labels saved; resume contin
     /mail\.csv: no column "body"/,
   );
 });
+
+test("a text model's progress and epoch lines count examples per second, not images", async () => {
+  const dir = tempDir("attnlip-text-rate-");
+  const rows = ["text,label"];
+  for (let i = 0; i < 24; i++) rows.push(i % 2 === 0 ? `free money offer ${i},spam` : `project meeting notes ${i},ham`);
+  const csv = join(dir, "mail.csv");
+  writeFileSync(csv, rows.join("\n") + "\n");
+  const lines: string[] = [];
+  const r = await train({
+    ...QUIET,
+    progress: "lines",
+    log: (line) => lines.push(line),
+    data: `csv:${csv}`,
+    model: JSON.stringify(TINY_TEXT),
+    epochs: 1,
+    batchSize: 8,
+  });
+  r.model.dispose();
+  const epochLine = lines.find((l) => l.startsWith("epoch 1/1:"));
+  assert.ok(epochLine !== undefined, lines.join("\n"));
+  assert.match(epochLine, /\(\d+\.\d examples\/s\)/);
+  assert.match(lines.find((l) => / step \d+\/\d+ /.test(l)) ?? "", / examples\/s ETA/);
+  assert.ok(!lines.some((l) => l.includes("img/s")), lines.join("\n"));
+});
