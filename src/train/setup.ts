@@ -15,7 +15,7 @@ import {
   loadOptimizerState,
   type TrainState,
 } from "./checkpoint.ts";
-import { selectLayers } from "./jasmin.ts";
+import { JASMIN_MAX_LAMBDA, selectLayers } from "./jasmin.ts";
 import { baseTextConfig, modelConfigForData, modelConfigForText } from "./modelConfig.ts";
 import { AdamW } from "./optimizer.ts";
 import type { JasminSettings } from "./step.ts";
@@ -146,6 +146,10 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   const weightDecay = nonNegative("weight-decay", options.weightDecay, 0.05);
   const clip = nonNegative("clip", options.clip, 1);
   const lambda = nonNegative("jasmin", options.jasmin?.lambda, 0);
+  if (minLr > lr)
+    throw new InputError(`min-lr: ${minLr} is above lr ${lr}: the cosine decay ends at min-lr and must not rise above the peak rate`);
+  if (lambda > JASMIN_MAX_LAMBDA)
+    throw new InputError(`jasmin: lambda must be at most ${JASMIN_MAX_LAMBDA}, got ${lambda} (beyond it the penalty drowns the cross-entropy in float32)`);
   if (options.limit !== undefined) positiveInt("limit", options.limit, 1);
   if (options.testLimit !== undefined) positiveInt("test-limit", options.testLimit, 1);
   const out = options.out == null ? null : resolve(options.out);

@@ -193,3 +193,14 @@ test("an interrupted checkpoint write: stray temporary files are ignored, a comm
   assertSameWeights(c.model.getWeights(), twoWeights);
   c.model.dispose();
 });
+
+test("the library's train() refuses min-lr above lr and a JaSMin lambda above its bound, as the CLI does", async () => {
+  await assert.rejects(train({ data: "mnist", model: "vit-micro", limit: 32, lr: 1e-3, minLr: 1e-2, ...QUIET }), {
+    name: "InputError",
+    message: /^min-lr: 0\.01 is above lr 0\.001/,
+  });
+  await assert.rejects(train({ data: "mnist", model: "vit-micro", limit: 32, jasmin: { lambda: 1e300 }, ...QUIET }), {
+    name: "InputError",
+    message: /^jasmin: lambda must be at most 1000000, got 1e\+300/,
+  });
+});
