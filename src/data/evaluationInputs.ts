@@ -177,6 +177,35 @@ function evaluationInfo(
 }
 
 /**
+ * The first n test examples of a loaded data set (image or text alike), checked to be held out
+ * when it is the checkpoint's own data, and the record that says which split they are.
+ *
+ * @throws InputError on an empty test split or an evaluated training example.
+ */
+function heldOutPart<S extends { count: number; indices: Int32Array }>(
+  request: EvaluationRequest,
+  data: { spec: string; train: S; test: S },
+  own: boolean,
+  contentChecked: boolean,
+  take: (split: S, n: number) => S,
+): { split: S; info: EvaluationSplit } {
+  const { who, trained } = request;
+  if (data.test.count === 0)
+    throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
+  const split = take(data.test, Math.min(request.n, data.test.count));
+  if (!own || trained === null) {
+    const origin = trained === null ? "random-init" : "other-data";
+    return { split, info: evaluationInfo(data.spec, origin, request.seed, 0, data.test.count, split.indices, false, false) };
+  }
+  checkHeldOut(who, data.spec, trained, data.train.indices, data.test.indices, split.indices);
+  const digests = trained.trainDigest !== undefined;
+  return {
+    split,
+    info: evaluationInfo(data.spec, "checkpoint", trained.seed, data.train.count, data.test.count, split.indices, digests, contentChecked),
+  };
+}
+
+/**
  * The image test examples to evaluate: for a checkpoint on its own data (by content, see
  * {@link chooseData}), its held-out split rebuilt with its seed and sizes and checked
  * (data/heldOut.ts checkHeldOut); for other data
@@ -207,32 +236,7 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
       }),
     () => loadDataset(spec, { seed: request.seed }),
   );
-  if (data.test.count === 0)
-    throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
-  const split = takeFirst(data.test, Math.min(request.n, data.test.count));
-  if (own)
-    checkHeldOut(who, data.spec, trained!, data.train.indices, data.test.indices, split.indices);
-  const info = own
-    ? evaluationInfo(
-        data.spec,
-        "checkpoint",
-        trained!.seed,
-        data.train.count,
-        data.test.count,
-        split.indices,
-        trained!.trainDigest !== undefined,
-        contentChecked,
-      )
-    : evaluationInfo(
-        data.spec,
-        trained === null ? "random-init" : "other-data",
-        request.seed,
-        0,
-        data.test.count,
-        split.indices,
-        false,
-        false,
-      );
+  const { split, info } = heldOutPart(request, data, own, contentChecked, takeFirst);
   return { spec: data.spec, split, range: data.range, info };
 }
 
@@ -274,32 +278,7 @@ export async function textEvaluationSplit(
     throw new InputError(
       `${who}: data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${text.classes}`,
     );
-  if (data.test.count === 0)
-    throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
-  const split = takeFirstText(data.test, Math.min(request.n, data.test.count));
-  if (own)
-    checkHeldOut(who, data.spec, trained!, data.train.indices, data.test.indices, split.indices);
-  const info = own
-    ? evaluationInfo(
-        data.spec,
-        "checkpoint",
-        trained!.seed,
-        data.train.count,
-        data.test.count,
-        split.indices,
-        trained!.trainDigest !== undefined,
-        contentChecked,
-      )
-    : evaluationInfo(
-        data.spec,
-        trained === null ? "random-init" : "other-data",
-        request.seed,
-        0,
-        data.test.count,
-        split.indices,
-        false,
-        false,
-      );
+  const { split, info } = heldOutPart(request, data, own, contentChecked, takeFirstText);
   return { spec: data.spec, split, labelNames: data.labelNames, info };
 }
 
