@@ -1,8 +1,8 @@
 import { Command } from "commander";
 import { z } from "zod";
+import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseDataSpec } from "../data/dataset.ts";
-import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
@@ -142,18 +142,7 @@ const AttackFlagsSchema = z.object({
     .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
     .optional(),
   out: z.string().min(1, "must not be empty").optional(),
-  textColumn: z.string().min(1, "must not be empty").optional(),
-  labelColumn: z.string().min(1, "must not be empty").optional(),
-  encoding: z
-    .string()
-    .superRefine((s, ctx) => {
-      try {
-        checkEncoding(s);
-      } catch (e) {
-        ctx.addIssue({ code: "custom", message: (e as Error).message });
-      }
-    })
-    .optional(),
+  ...TEXT_FILE_FLAGS,
 });
 
 /** Validated flags with defaults filled. */

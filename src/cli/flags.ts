@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { checkEncoding } from "../data/text/charset.ts";
 import { describeNumberRule, flagError, readNumber, type NumberRule } from "../util/numberFlag.ts";
 import type { InputError } from "../util/errors.ts";
 
@@ -60,3 +61,24 @@ export function firstFlagIssue<K extends string>(
   const key = String(issue.path[0]) as K;
   return flagError(who, flags[key] ?? `--${key}`, issue.message, raw[key]);
 }
+
+/**
+ * The flags of commands that read text files (train, attack): the column / key of the text and
+ * of the label, and the character encoding (checked against iconv-lite's labels).
+ *
+ * @example z.object({ ...TEXT_FILE_FLAGS }).parse({ encoding: "latin1" })
+ */
+export const TEXT_FILE_FLAGS = {
+  textColumn: z.string().min(1, "must not be empty").optional(),
+  labelColumn: z.string().min(1, "must not be empty").optional(),
+  encoding: z
+    .string()
+    .superRefine((s, ctx) => {
+      try {
+        checkEncoding(s);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+      }
+    })
+    .optional(),
+};

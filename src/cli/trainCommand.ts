@@ -1,8 +1,8 @@
 import { Command } from "commander";
 import { z } from "zod";
+import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
 import { specForms, specTask } from "../data/sources/index.ts";
-import { checkEncoding } from "../data/text/charset.ts";
 import { isTextDataSpec } from "../data/text/dataset.ts";
 import {
   JASMIN_MAX_LAMBDA,
@@ -114,18 +114,7 @@ const TrainFlagsSchema = z.object({
       if (specTask(s) === null) ctx.addIssue({ code: "custom", message: `expected ${specForms()}` });
     })
     .optional(),
-  textColumn: z.string().min(1, "must not be empty").optional(),
-  labelColumn: z.string().min(1, "must not be empty").optional(),
-  encoding: z
-    .string()
-    .superRefine((s, ctx) => {
-      try {
-        checkEncoding(s);
-      } catch (e) {
-        ctx.addIssue({ code: "custom", message: (e as Error).message });
-      }
-    })
-    .optional(),
+  ...TEXT_FILE_FLAGS,
   model: z.string().min(1, "must not be empty").optional(),
   epochs: numberFlag(POSITIVE_INT).optional(),
   batch: numberFlag(POSITIVE_INT).optional(),
