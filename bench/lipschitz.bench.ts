@@ -51,7 +51,7 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
     ["all 9 bound variants, every block and head, MLP relaxed", relaxedMs, relaxedMs / forwardMs],
     ["all 9 bound variants, MLP exact local (default)", localMs, localMs / forwardMs],
     ["true network value: exact 10x784 input Jacobians, 16 inputs", networkTrueMs, networkTrueMs / forwardMs],
-    [`true block value: power iteration, 1 input, 1 block (${iterations} iterations)`, blockTrueMs, blockTrueMs / forwardMs],
+    [`true block value: Lanczos on Df^T Df, 1 input, 1 block (${iterations} products)`, blockTrueMs, blockTrueMs / forwardMs],
   ];
   console.log("vit-tiny on 16 embedded MNIST digits (wasm): cost relative to one traced forward pass of the batch");
   console.log(renderTable(["what", "ms", "ratio to forward"], rows));

@@ -97,16 +97,16 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       const spec = run.data ?? trained?.data.spec ?? "spam";
       if (!isTextDataSpec(spec))
         throw new InputError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
-      const same = trained !== null && trained.data.spec === spec;
+      // The checkpoint's own columns and encoding are applied by textEvaluationSplit when the data is its own.
       const chosen = await textEvaluationSplit(request, {
         classes: model.config.classes,
         tokenizer: tokenizer ?? undefined,
         vocabSize: model.config.vocabSize,
         maxLength: model.config.maxLength,
         labelNames: trained?.data.labels,
-        textColumn: run.textColumn ?? (same ? (trained?.data.textColumn ?? undefined) : undefined),
-        labelColumn: run.labelColumn ?? (same ? (trained?.data.labelColumn ?? undefined) : undefined),
-        encoding: run.encoding ?? (same ? (trained?.data.encoding ?? undefined) : undefined),
+        textColumn: run.textColumn,
+        labelColumn: run.labelColumn,
+        encoding: run.encoding,
       }).catch(asInputError);
       const { ids, mask } = textSplitTensors(chosen.split);
       console.log(`analyzing ${source} on ${chosen.split.count} test texts (token-embedding space, padding masked; ${run.backend} backend)`);

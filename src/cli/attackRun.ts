@@ -4,7 +4,12 @@ import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import { formatNumber, renderTable } from "../util/table.ts";
 import type { AttackFlags } from "./attackCommand.ts";
-import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
+import {
+  describeSplit,
+  imageEvaluationSplit,
+  textEvaluationSplit,
+  type TrainedData,
+} from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
@@ -72,7 +77,9 @@ const percent = (v: number | null | undefined) =>
 export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   const started = performance.now();
   const defaults = attackRunDefaults();
-  const given = Object.fromEntries(Object.entries(request).filter(([, v]) => v !== undefined)) as AttackRun;
+  const given = Object.fromEntries(
+    Object.entries(request).filter(([, v]) => v !== undefined),
+  ) as AttackRun;
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
   let model: TransformerClassifier;
@@ -95,7 +102,9 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     model = createModel(config, partial.seed) as TransformerClassifier;
     source = `${partial.model} (random init, seed ${partial.seed})`;
   }
-  const out = partial.out ?? (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
+  const out =
+    partial.out ??
+    (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
   const text = model.config.kind === "text";
   const run = {
     ...partial,
@@ -105,13 +114,27 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   try {
     // Before any work: an --out that cannot be written is refused now, not after the attack.
     if (out !== undefined)
-      checkOutPath(out, "file", partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]", "attack");
+      checkOutPath(
+        out,
+        "file",
+        partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]",
+        "attack",
+      );
     if (text && !isTextDataSpec(run.data))
-      throw new InputError(`attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`);
+      throw new InputError(
+        `attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`,
+      );
     if (!text && isTextDataSpec(run.data))
       throw new InputError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
     let prepared: Prepared;
-    if (text) prepared = await prepareText(model as unknown as TextClassifier, run, source, tokenizer, trained);
+    if (text)
+      prepared = await prepareText(
+        model as unknown as TextClassifier,
+        run,
+        source,
+        tokenizer,
+        trained,
+      );
     else prepared = await prepareImages(model, run, source, trained);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
@@ -135,7 +158,9 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     const masked = results.flatMap((r) =>
       attacks
         .filter((a) => (r.zeroGradient[a] ?? 0) > 0)
-        .map((a) => `${attackLabel(a)} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`),
+        .map(
+          (a) => `${attackLabel(a)} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`,
+        ),
     );
     if (masked.length > 0)
       console.error(
@@ -198,7 +223,12 @@ function attackRunDefaults(): AttackFlags {
   };
 }
 
-type ResolvedRun = AttackFlags & { checkpoint?: string; textColumn?: string; labelColumn?: string; encoding?: string };
+type ResolvedRun = AttackFlags & {
+  checkpoint?: string;
+  textColumn?: string;
+  labelColumn?: string;
+  encoding?: string;
+};
 
 interface Prepared {
   evaluation: ReturnType<typeof evaluateRobustness>;
@@ -210,13 +240,51 @@ interface Prepared {
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
 function asInputError(e: unknown): never {
-  if (e instanceof InputError) throw new InputError(e.message.startsWith("attack:") ? e.message : `attack: ${e.message}`);
+  if (e instanceof InputError)
+    throw new InputError(e.message.startsWith("attack:") ? e.message : `attack: ${e.message}`);
   throw e;
 }
 
-/** Progress of an attack over (batch, eps, attack) units. */
-function progress() {
-  return progressLine("attack", (done, total) => `  attacked ${done}/${total} (batch, eps, attack) units`);
+/**
+ * Says what is about to be attacked (and that the split is smaller than asked, when it is),
+ * and starts the progress line over (batch, eps, attack) units.
+ */
+function announce(
+  run: ResolvedRun,
+  source: string,
+  count: number,
+  what: string,
+  split: EvaluationSplit,
+) {
+  if (count < run.n)
+    console.error(
+      `attack: the test split has ${count} examples; using all of them (asked for ${run.n})`,
+    );
+  const p = progressLine(
+    "attack",
+    (done, total) => `  attacked ${done}/${total} (batch, eps, attack) units`,
+  );
+  console.log(
+    `attacking ${source} on ${count} ${what}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
+      `${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
+  );
+  console.log(`  data: ${describeSplit(split)}`);
+  return p;
+}
+
+/** The evaluation settings both input spaces share: the attacks, radii and steps of the flags. */
+function evaluationOptions(run: ResolvedRun, onProgress: (done: number, total: number) => void) {
+  return {
+    attack: run.attacks,
+    norm: run.norm,
+    eps: run.eps,
+    steps: run.steps,
+    stepSize: run.stepSize,
+    batchSize: run.batch,
+    seed: run.seed,
+    onWarning: (m: string) => console.error(`attack: warning: ${m}`),
+    onProgress,
+  };
 }
 
 /** The text path: test texts encoded with the checkpoint's tokenizer, attacks in embedding space. */
@@ -227,41 +295,41 @@ async function prepareText(
   tokenizer: WordTokenizer | null,
   trained: TrainedData | null,
 ): Promise<Prepared> {
-  const sameData = trained !== null && trained.spec === run.data;
+  // The checkpoint's own columns and encoding are applied by textEvaluationSplit when the data is its own.
   const chosen = await textEvaluationSplit(
     { who: "attack", data: run.data, trained, seed: run.seed, n: run.n },
     {
-    classes: model.config.classes,
-    tokenizer: tokenizer ?? undefined,
-    vocabSize: model.config.vocabSize,
-    maxLength: model.config.maxLength,
-    labelNames: trained?.labels,
-    textColumn: run.textColumn ?? (sameData ? (trained?.textColumn ?? undefined) : undefined),
-    labelColumn: run.labelColumn ?? (sameData ? (trained?.labelColumn ?? undefined) : undefined),
-    encoding: run.encoding ?? (sameData ? (trained?.encoding ?? undefined) : undefined),
+      classes: model.config.classes,
+      tokenizer: tokenizer ?? undefined,
+      vocabSize: model.config.vocabSize,
+      maxLength: model.config.maxLength,
+      labelNames: trained?.labels,
+      textColumn: run.textColumn,
+      labelColumn: run.labelColumn,
+      encoding: run.encoding,
     },
   ).catch(asInputError);
   const count = chosen.split.count;
-  if (count < run.n) console.error(`attack: the test split has ${count} examples; using all of them (asked for ${run.n})`);
-  const inputs = { spec: chosen.spec, split: chosen.split, labelNames: chosen.labelNames, ...textSplitTensors(chosen.split) };
-  const p = progress();
-  console.log(
-    `attacking ${source} on ${count} test texts in token-embedding space (no clipping): ` +
-      `${run.norm}, ${run.attacks.join(" + ")}, ${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
+  const inputs = {
+    spec: chosen.spec,
+    split: chosen.split,
+    labelNames: chosen.labelNames,
+    ...textSplitTensors(chosen.split),
+  };
+  const p = announce(
+    run,
+    source,
+    count,
+    "test texts in token-embedding space (no clipping)",
+    chosen.info,
   );
-  console.log(`  data: ${describeSplit(chosen.info)}`);
   try {
-    const evaluation = evaluateTextRobustness(model, inputs, inputs.split.labels, {
-      attack: run.attacks,
-      norm: run.norm,
-      eps: run.eps,
-      steps: run.steps,
-      stepSize: run.stepSize,
-      batchSize: run.batch,
-      seed: run.seed,
-      onWarning: (m) => console.error(`attack: warning: ${m}`),
-      onProgress: p.onProgress,
-    });
+    const evaluation = evaluateTextRobustness(
+      model,
+      inputs,
+      inputs.split.labels,
+      evaluationOptions(run, p.onProgress),
+    );
     p.end();
     const proxy = textLipschitzProxy(model, inputs, inputs.split.labels, { batchSize: run.batch });
     return { evaluation, proxy, count, spec: inputs.spec, split: chosen.info };
@@ -294,7 +362,8 @@ export function checkImageEps(
   const width = range[1] - range[0];
   const what =
     norm === "linf"
-      ? `the width of ${pixels}` + (tooBig >= 1 && width <= 1 ? `; for 8/255 write ${(tooBig / 255).toPrecision(4)}` : "")
+      ? `the width of ${pixels}` +
+        (tooBig >= 1 && width <= 1 ? `; for 8/255 write ${(tooBig / 255).toPrecision(4)}` : "")
       : `the l_2 diameter of ${h}x${w}x${c} images in ${pixels}, ${formatNumber(width)} * sqrt(${h}*${w}*${c})`;
   throw new InputError(
     `attack: --eps: ${tooBig} is out of range for --norm ${norm} (at most ${formatNumber(limit.max)}, ${what})`,
@@ -308,48 +377,35 @@ async function prepareImages(
   source: string,
   trained: TrainedData | null,
 ): Promise<Prepared> {
-  if (model.config.kind !== "vit") throw new InputError("attack: input-space attacks need a ViT; this is a text model");
-  {
-    const chosen = await imageEvaluationSplit({ who: "attack", data: run.data, trained, seed: run.seed, n: run.n }).catch(asInputError);
-    const data = { spec: chosen.spec };
-    const split = chosen.split;
-    const [h, w, c] = split.shape;
-    const { imageSize, channels } = model.config;
-    if (h !== imageSize || w !== imageSize || c !== channels)
-      throw new InputError(
-        `attack: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
-      );
-    checkImageEps(run.eps, run.norm, chosen.range, split.shape, chosen.spec);
-    if (split.count < run.n)
-      console.error(
-        `attack: the test split has ${split.count} examples; using all of them (asked for ${run.n})`,
-      );
-    const images = tf.tensor4d(split.images, [split.count, h, w, c]);
-    const p = progress();
-    console.log(
-      `attacking ${source} on ${split.count} test examples: ${run.norm}, ${run.attacks.join(" + ")}, ` +
-        `${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
+  if (model.config.kind !== "vit")
+    throw new InputError("attack: input-space attacks need a ViT; this is a text model");
+  const chosen = await imageEvaluationSplit({
+    who: "attack",
+    data: run.data,
+    trained,
+    seed: run.seed,
+    n: run.n,
+  }).catch(asInputError);
+  const split = chosen.split;
+  const [h, w, c] = split.shape;
+  const { imageSize, channels } = model.config;
+  if (h !== imageSize || w !== imageSize || c !== channels)
+    throw new InputError(
+      `attack: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
     );
-    console.log(`  data: ${describeSplit(chosen.info)}`);
-    let evaluation, proxy;
-    try {
-      evaluation = evaluateRobustness(model, images, split.labels, {
-        clip: chosen.range,
-        attack: run.attacks,
-        norm: run.norm,
-        eps: run.eps,
-        steps: run.steps,
-        stepSize: run.stepSize,
-        batchSize: run.batch,
-        seed: run.seed,
-        onWarning: (m) => console.error(`attack: warning: ${m}`),
-        onProgress: p.onProgress,
-      });
-      p.end();
-      proxy = lipschitzProxy(model, images, split.labels, { batchSize: run.batch });
-    } finally {
-      images.dispose();
-    }
-    return { evaluation, proxy, count: split.count, spec: data.spec, split: chosen.info };
+  checkImageEps(run.eps, run.norm, chosen.range, split.shape, chosen.spec);
+  const images = tf.tensor4d(split.images, [split.count, h, w, c]);
+  const p = announce(run, source, split.count, "test examples", chosen.info);
+  let evaluation, proxy;
+  try {
+    evaluation = evaluateRobustness(model, images, split.labels, {
+      clip: chosen.range,
+      ...evaluationOptions(run, p.onProgress),
+    });
+    p.end();
+    proxy = lipschitzProxy(model, images, split.labels, { batchSize: run.batch });
+  } finally {
+    images.dispose();
   }
+  return { evaluation, proxy, count: split.count, spec: chosen.spec, split: chosen.info };
 }

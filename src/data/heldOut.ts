@@ -74,21 +74,14 @@ export interface EvaluationSplit {
  * @example indexDigest([0, 1, 2]) // "sha256:..." (16 hex digits)
  */
 export function indexDigest(indices: ArrayLike<number>): string {
-  const bytes = new Int32Array(indices.length);
+  const view = new DataView(new ArrayBuffer(4 * indices.length));
   for (let i = 0; i < indices.length; i++) {
     const v = indices[i];
     if (!Number.isInteger(v) || v < 0 || v > 0x7fffffff)
-      throw new RangeError(
-        `indexDigest: index ${i} must be a non-negative 32-bit integer, got ${v}`,
-      );
-    bytes[i] = v;
+      throw new RangeError(`indexDigest: index ${i} must be a non-negative 32-bit integer, got ${v}`);
+    view.setInt32(4 * i, v, true); // little-endian, whatever the platform
   }
-  // Int32Array is little-endian on every platform Node runs on; make it explicit anyway.
-  const view = new DataView(bytes.buffer);
-  for (let i = 0; i < bytes.length; i++) view.setInt32(4 * i, bytes[i], true);
-  return (
-    "sha256:" + createHash("sha256").update(new Uint8Array(bytes.buffer)).digest("hex").slice(0, 16)
-  );
+  return "sha256:" + createHash("sha256").update(new Uint8Array(view.buffer)).digest("hex").slice(0, 16);
 }
 
 /** Both digests of a split, for train_state.json. */

@@ -6,22 +6,15 @@ import {
   labelTensor,
   reportZeroGradient,
   zeroGradientRows,
-  type ClipRange,
   type Labels,
   type ZeroGradientFn,
 } from "./loss.ts";
-import { resolveAttackOptions, type AttackNorm } from "./options.ts";
+import { resolveAttackOptions, type AttackSettings } from "./options.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 import { pgdStepL2, pgdStepLinf } from "./steps.ts";
 
 /** Options of {@link fgsm}. Defaults in brackets. */
-export interface FgsmOptions {
-  /** Radius, finite and >= 0, in input units (pixels in [0, 1]); l_inf: at most the clip range's width. */
-  eps: number;
-  /** Threat model ["linf"]; "l2" is the fast gradient method (normalised gradient). */
-  norm?: AttackNorm;
-  /** Valid input range [[0, 1]]. */
-  clip?: ClipRange;
+export interface FgsmOptions extends Pick<AttackSettings, "eps" | "norm" | "clip"> {
   /** Where the warning goes when an example's gradient is exactly zero (any norm) [console.warn]. */
   onWarning?: (message: string) => void;
   /** Gets the per-example flags [b]: 1 where the gradient at x is exactly zero. */

@@ -7,7 +7,6 @@ import {
   labelTensor,
   reportZeroGradient,
   zeroGradientRows,
-  type ClipRange,
   type GradientFn,
   type Labels,
   type ZeroGradientFn,
@@ -20,6 +19,7 @@ import {
   defaultStepSize,
   resolveAttackOptions,
   type AttackNorm,
+  type AttackSettings,
   type ResolvedAttackSettings,
 } from "./options.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
@@ -27,25 +27,11 @@ import { pgdStartL2, pgdStartLinf, pgdStepL2, pgdStepLinf } from "./steps.ts";
 
 export { ATTACK_NORMS, defaultStepSize, type AttackNorm };
 
-/** Options of {@link pgd}. Defaults in brackets. */
-export interface PgdOptions {
-  /** Threat model ["linf"]. */
-  norm?: AttackNorm;
-  /**
-   * Radius of the ball around the clean input, finite and >= 0, in input units (pixels in
-   * [0, 1]); at most the clip range's width (l_inf) or its diameter (l_2).
-   */
-  eps: number;
-  /** Ascent steps K >= 1 [10]. */
-  steps?: number;
-  /** Step size alpha >= 0 (input units; l_2: per example); null/undefined = 2.5 * eps / steps. */
-  stepSize?: number | null;
-  /** Start from a random point of the ball (clipped to the valid range) [true]. */
-  randomStart?: boolean;
-  /** Seed of the random start [0]. */
-  seed?: number;
-  /** Valid input range [[0, 1]]. */
-  clip?: ClipRange;
+/**
+ * Options of {@link pgd}: the shared attack settings (norm, eps, steps, stepSize, randomStart,
+ * seed, clip; options.ts) and PGD's own. Defaults in brackets.
+ */
+export interface PgdOptions extends AttackSettings {
   /**
    * An explicit start offset (same shape as x), used instead of the random one (tests,
    * replaying a run). It is projected onto the ball, added and clipped like the random one.

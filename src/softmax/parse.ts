@@ -4,7 +4,6 @@ import { flagError } from "../util/numberFlag.ts";
  * Validation and conversion of user-supplied rows: probabilities and logits.
  * Errors are `InputError`s whose message names the argument and what was expected.
  */
-export { InputError };
 
 /** Options of {@link parseProbabilityRow}. */
 export interface ProbabilityRowOptions {

@@ -21,6 +21,7 @@ import { InputError } from "../../src/util/errors.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
 import { sha256Parts } from "../helpers/sha256Parts.ts";
+import { tinyText } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
@@ -307,17 +308,7 @@ function reviews(): string {
   return rows.join("\n") + "\n";
 }
 
-const TINY_TEXT = {
-  kind: "text",
-  vocabSize: 64,
-  maxLength: 8,
-  dModel: 8,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 16,
-  classes: 2,
-  pooling: "cls",
-} as const;
+const TINY_TEXT = tinyText({ vocabSize: 64 });
 
 /** Trains the tiny text model one epoch on `spec` (seed 5) into `out`; returns train_state.json. */
 async function trainText(spec: string, out: string) {

@@ -10,6 +10,7 @@ import { classesLine, rareClassWarnings } from "../../src/data/text/classes.ts";
 import { loadTextDataset } from "../../src/data/text/dataset.ts";
 import { train } from "../../src/train/trainer.ts";
 import { tempDir } from "../train/helpers.ts";
+import { tinyText } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 
@@ -21,17 +22,7 @@ function csv(extra: string[], at: number): string {
   return ["text,label", ...rows].join("\n") + "\n";
 }
 
-const TINY_TEXT = {
-  kind: "text",
-  vocabSize: 64,
-  maxLength: 8,
-  dModel: 8,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 16,
-  classes: 3,
-  pooling: "cls",
-} as const;
+const TINY_TEXT = tinyText({ vocabSize: 64, classes: 3 });
 
 test("training on a CSV with a mistyped label prints the classes and warns once about it, naming its line", async () => {
   const dir = tempDir("attnlip-classes-");

@@ -12,20 +12,11 @@ import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
+import { tinyText } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 
-const TINY_TEXT = {
-  kind: "text",
-  vocabSize: 100,
-  maxLength: 12,
-  dModel: 8,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 16,
-  classes: 2,
-  pooling: "cls",
-} as const;
+const TINY_TEXT = tinyText({ vocabSize: 100, maxLength: 12 });
 
 test("--encoding is checked by train and attack (unknown name; files only; fixed by a checkpoint)", () => {
   assert.throws(

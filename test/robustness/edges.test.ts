@@ -14,6 +14,7 @@ import { zeroGradientRows } from "../../src/robustness/loss.ts";
 import { epsLimit, resolveAttackOptions } from "../../src/robustness/options.ts";
 import { NO_CLIP } from "../../src/robustness/inputSpace.ts";
 import { pgd, pgdWithGradient } from "../../src/robustness/pgd.ts";
+import { tinyText } from "../helpers/tinyText.ts";
 
 // Attacks at the edges: the library refuses radii and settings that make no sense for the
 // input range (the CLI did, the library did not), and every attack, in either norm, flags the
@@ -48,17 +49,7 @@ const X = () =>
   ]);
 const LABELS = [0, 1, 0, 1];
 
-const TINY_TEXT = {
-  kind: "text",
-  vocabSize: 50,
-  maxLength: 8,
-  dModel: 8,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 16,
-  classes: 2,
-  pooling: "cls",
-} as const;
+const TINY_TEXT = tinyText({ vocabSize: 50 });
 
 function refuses(call: () => unknown, pattern: RegExp, what: string): void {
   assert.throws(

@@ -13,6 +13,7 @@ import { CheckpointError, loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { train } from "../../src/train/trainer.ts";
 import { FIXTURES } from "../report/helpers.ts";
 import { digits, QUIET, tempDir, TINY } from "./helpers.ts";
+import { tinyText } from "../helpers/tinyText.ts";
 
 // Every JSON file of a checkpoint (and the safetensors headers) is refused when an object in
 // it names a key twice: JSON.parse would keep the last value without a word.
@@ -36,17 +37,7 @@ async function refused(dir: string, pattern: RegExp): Promise<void> {
   });
 }
 
-const TINY_TEXT = {
-  kind: "text",
-  vocabSize: 40,
-  maxLength: 8,
-  dModel: 8,
-  heads: 2,
-  blocks: 1,
-  mlpHidden: 16,
-  classes: 2,
-  pooling: "cls",
-} as const;
+const TINY_TEXT = tinyText({ vocabSize: 40 });
 
 test("checkpoint JSON files and safetensors headers that name a key twice are refused, naming the file and the key", async () => {
   const good = tempDir();
