@@ -189,6 +189,8 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   } catch (e) {
     throw new InputError(`--jasmin-layers: ${(e as Error).message.replace(/^jasmin: /, "")}`);
   }
+  if (dataset.train.count === 0)
+    throw new InputError(`data: ${dataset.spec} has no training examples; nothing to train on`);
   const totalSteps = epochs * batchCount(dataset.train.count, batchSize);
   const warmupSteps = options.warmupSteps ?? Math.round(0.1 * totalSteps);
   if (!Number.isSafeInteger(warmupSteps) || warmupSteps < 0)

@@ -225,3 +225,11 @@ test("fixtures are byte-exact (no editor or git line-end conversion)", () => {
   assert.equal(bytes[12], 0x93, "Windows-1252 left double quotation mark");
   assert.equal(bytes.indexOf("\r\n"), 10, "CRLF line ends");
 });
+
+test("a text column that is also the label column is refused (the model would read its own label)", () => {
+  const csv = file("same.csv", "text,label\nhello,ham\nbye,spam\n");
+  return assert.rejects(loadTextDataset(`csv:${csv}`, { textColumn: "label", labelColumn: "label" }), {
+    name: "InputError",
+    message: `${csv}: --text-column and --label-column both name "label"; the model would read its own label`,
+  });
+});

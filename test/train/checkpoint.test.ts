@@ -204,3 +204,11 @@ test("the library's train() refuses min-lr above lr and a JaSMin lambda above it
     message: /^jasmin: lambda must be at most 1000000, got 1e\+300/,
   });
 });
+
+test("training on a data set with no training examples is refused, not a run that did nothing", async () => {
+  const empty = { spec: "empty", classes: 10, range: [0, 1] as const, contentDigest: "sha256:0", train: { images: new Float32Array(0), labels: new Int32Array(0), count: 0, shape: [28, 28, 1] as [number, number, number], indices: new Int32Array(0) }, test: { images: new Float32Array(0), labels: new Int32Array(0), count: 0, shape: [28, 28, 1] as [number, number, number], indices: new Int32Array(0) } };
+  await assert.rejects(train({ dataset: empty, model: "vit-micro", epochs: 1, ...QUIET }), {
+    name: "InputError",
+    message: "data: empty has no training examples; nothing to train on",
+  });
+});

@@ -1,3 +1,4 @@
+import { InputError } from "../../util/errors.ts";
 import type { TextLoadOptions, TextSource, TextSourceData } from "../registry.ts";
 import { AUTO_ENCODING } from "../text/charset.ts";
 import { labelIds, readCsvTexts, readJsonlTexts, type TextRecords } from "../text/files.ts";
@@ -6,6 +7,10 @@ import { labelIds, readCsvTexts, readJsonlTexts, type TextRecords } from "../tex
 function fileRecords(file: string, options: TextLoadOptions, read: typeof readCsvTexts): TextSourceData {
   const textColumn = options.textColumn ?? "text";
   const labelColumn = options.labelColumn ?? "label";
+  if (textColumn === labelColumn)
+    throw new InputError(
+      `${file}: --text-column and --label-column both name "${textColumn}"; the model would read its own label`,
+    );
   const encoding = options.encoding?.trim().toLowerCase() ?? AUTO_ENCODING;
   const records: TextRecords = read(file, { textColumn, labelColumn, encoding });
   const mapped = labelIds(records, file, options.labelNames);
