@@ -2,11 +2,16 @@ import { tf, useBackend, type BackendName } from "../backend.ts";
 import { createModel } from "../nn/create.ts";
 import { modelPreset } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import { describeSplit, imageEvaluationSplit, textEvaluationSplit, type TrainedData } from "../data/evaluationInputs.ts";
+import {
+  describeSplit,
+  imageEvaluationSplit,
+  textEvaluationSplit,
+  trainedData,
+  type TrainedData,
+} from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
-import type { TrainState } from "../train/checkpoint.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
@@ -70,12 +75,12 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   let model: TransformerClassifier;
   let source: string;
   let tokenizer: WordTokenizer | null = null;
-  let trained: TrainState | null = null;
+  let trained: TrainedData | null = null;
   if (run.checkpoint !== undefined) {
     const ckpt = await loadCheckpoint(run.checkpoint);
     model = ckpt.model as TransformerClassifier;
     tokenizer = ckpt.tokenizer;
-    trained = ckpt.trainState;
+    trained = trainedData(ckpt);
     source = run.checkpoint;
   } else {
     let config;
@@ -92,9 +97,9 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const out = outFolder(run);
     if (out !== undefined)
       checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
-    const request = { who: "analyze", data: run.data, trained: trainedData(trained), seed: run.seed, n: run.n };
+    const request = { who: "analyze", data: run.data, trained, seed: run.seed, n: run.n };
     if (model.config.kind === "text") {
-      const spec = run.data ?? trained?.data.spec ?? "spam";
+      const spec = run.data ?? trained?.spec ?? "spam";
       if (!isTextDataSpec(spec))
         throw new InputError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
       // The checkpoint's own columns and encoding are applied by textEvaluationSplit when the data is its own.
@@ -103,7 +108,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
         tokenizer: tokenizer ?? undefined,
         vocabSize: model.config.vocabSize,
         maxLength: model.config.maxLength,
-        labelNames: trained?.data.labels,
+        labelNames: trained?.labels,
         textColumn: run.textColumn,
         labelColumn: run.labelColumn,
         encoding: run.encoding,
@@ -113,7 +118,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       console.log(`  data: ${describeSplit(chosen.info)}`);
       return await analyzeAndWrite(model, run, source, chosen.info, ids, mask);
     }
-    const spec = run.data ?? trained?.data.spec ?? "mnist";
+    const spec = run.data ?? trained?.spec ?? "mnist";
     if (isTextDataSpec(spec)) throw new InputError(`--data: "${spec}" is text data; this model is a ViT`);
     const chosen = await imageEvaluationSplit(request).catch(asInputError);
     const split = chosen.split;
@@ -136,10 +141,6 @@ function outFolder(run: AnalyzeRun): string | undefined {
   return run.out ?? run.checkpoint;
 }
 
-/** A checkpoint's data record as the evaluation split needs it (null for a random init). */
-function trainedData(trained: TrainState | null): TrainedData | null {
-  return trained === null ? null : { ...trained.data, seed: trained.seed };
-}
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
 function asInputError(e: unknown): never {

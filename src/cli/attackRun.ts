@@ -8,6 +8,7 @@ import {
   describeSplit,
   imageEvaluationSplit,
   textEvaluationSplit,
+  trainedData,
   type TrainedData,
 } from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
@@ -90,7 +91,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     const ckpt = await loadCheckpoint(partial.checkpoint);
     model = ckpt.model as TransformerClassifier;
     tokenizer = ckpt.tokenizer;
-    trained = { ...ckpt.trainState.data, seed: ckpt.trainState.seed };
+    trained = trainedData(ckpt);
     source = partial.checkpoint;
   } else {
     let config;
@@ -258,7 +259,7 @@ function announce(
 ) {
   if (count < run.n)
     console.error(
-      `attack: the test split has ${count} examples; using all of them (asked for ${run.n})`,
+      `attack: the test split has ${count} held-out examples; using all of them (asked for ${run.n})`,
     );
   const p = progressLine(
     "attack",

@@ -86,6 +86,30 @@ export function takeFirst(split: ImageSplit, n: number): ImageSplit {
 }
 
 /**
+ * The examples of a split at the given positions, in that order (a copy).
+ *
+ * @param positions 0-based positions in the split.
+ * @throws RangeError on a position out of range.
+ * @example selectExamples(split, [0, 2]).count // 2
+ */
+export function selectExamples(split: ImageSplit, positions: readonly number[]): ImageSplit {
+  const size = imageSize(split);
+  const images = new Float32Array(positions.length * size);
+  positions.forEach((p, i) => {
+    if (!Number.isInteger(p) || p < 0 || p >= split.count)
+      throw new RangeError(`selectExamples: position ${p} is outside 0..${split.count - 1}`);
+    images.set(split.images.subarray(p * size, (p + 1) * size), i * size);
+  });
+  return {
+    images,
+    labels: Int32Array.from(positions, (p) => split.labels[p]),
+    count: positions.length,
+    shape: split.shape,
+    indices: Int32Array.from(positions, (p) => split.indices[p]),
+  };
+}
+
+/**
  * Loads an image data set through its registered source (data/sources/):
  *
  * - `mnist`: the 10,000 embedded digits, split by seed (loadEmbeddedMnist): trainSize =

@@ -1,11 +1,12 @@
 import { InputError } from "../util/errors.ts";
-import { loadDataset, takeFirst, type ImageSplit } from "./dataset.ts";
+import { loadDataset, selectExamples, type ImageSplit } from "./dataset.ts";
+import { fingerprintSet, heldOutPositions, type Fingerprints } from "./fingerprints.ts";
 import { changedDataError, checkHeldOut, describeSplit, indexDigest, type EvaluationSplit } from "./heldOut.ts";
 import { absolutePath } from "./identity.ts";
 import { parseSpec } from "./sources/index.ts";
 import {
   loadTextDataset,
-  takeFirstText,
+  selectTextExamples,
   type LoadTextDatasetOptions,
   type TextSplit,
 } from "./text/dataset.ts";
@@ -21,6 +22,10 @@ import {
  * records is the checkpoint's own, at whatever path; other content at the path it was trained
  * on is data changed since training, and refused; a checkpoint that records no content digest
  * compares absolute paths.
+ *
+ * Whatever the data, a test example whose model input equals one of the checkpoint's training
+ * inputs (data/fingerprints.ts) is left out: a duplicate in the corpus, or the training data
+ * re-sorted, appended to or re-exported in another format, is never evaluated as held out.
  */
 
 /** What a checkpoint's train_state.json says about its data (a structural view of TrainState.data). */
@@ -43,6 +48,24 @@ export interface TrainedData {
   textColumn?: string | null;
   labelColumn?: string | null;
   encoding?: string | null;
+  /**
+   * The fingerprints of its training inputs (the checkpoint's fingerprints.json; null or absent:
+   * older checkpoints, whose training inputs are then known only on their own data).
+   */
+  trainingInputs?: Fingerprints | null;
+}
+
+/**
+ * A loaded checkpoint's data record as the evaluation split needs it: its train_state.json
+ * data with the training seed, and the fingerprints of its training inputs.
+ *
+ * @example trainedData(await loadCheckpoint("runs/base")).seed
+ */
+export function trainedData(ckpt: {
+  trainState: { seed: number; data: Omit<TrainedData, "seed" | "trainingInputs"> };
+  trainingInputs: { fingerprints: Fingerprints } | null;
+}): TrainedData {
+  return { ...ckpt.trainState.data, seed: ckpt.trainState.seed, trainingInputs: ckpt.trainingInputs?.fingerprints ?? null };
 }
 
 /** Options of {@link imageEvaluationSplit} and {@link textEvaluationSplit}. */
@@ -55,7 +78,7 @@ export interface EvaluationRequest {
   trained: TrainedData | null;
   /** Split seed for a random-init model or data other than the checkpoint's. */
   seed: number;
-  /** Examples wanted (the first n of the test split); fewer are used when the split is smaller. */
+  /** Examples wanted (the first n held-out ones of the test split); fewer are used when fewer are held out. */
   n: number;
 }
 
@@ -159,8 +182,7 @@ function evaluationInfo(
   trainCount: number,
   testCount: number,
   evaluated: Int32Array,
-  digestsChecked: boolean,
-  contentChecked: boolean,
+  checks: { digestsChecked: boolean; contentChecked: boolean; leftOut: number; inputsChecked: boolean },
 ): EvaluationSplit {
   return {
     spec,
@@ -170,38 +192,50 @@ function evaluationInfo(
     testCount,
     evaluated: evaluated.length,
     evaluatedDigest: indexDigest(evaluated),
-    digestsChecked,
-    contentChecked,
+    ...checks,
     indices: Array.from(evaluated),
   };
 }
 
 /**
- * The first n test examples of a loaded data set (image or text alike), checked to be held out
- * when it is the checkpoint's own data, and the record that says which split they are.
+ * The first n held-out test examples of a loaded data set (image or text alike): test examples
+ * whose input equals a training input of the checkpoint are left out (its own data: the
+ * rebuilt training split's inputs; other data: its recorded fingerprints), the rest checked to
+ * be held out by index when it is the checkpoint's own data; and the record that says which
+ * split they are.
  *
- * @throws InputError on an empty test split or an evaluated training example.
+ * @throws InputError on an empty test split, one whose every input is a training input, or an
+ *   evaluated training example.
  */
-function heldOutPart<S extends { count: number; indices: Int32Array }>(
+function heldOutPart<S extends ImageSplit | TextSplit>(
   request: EvaluationRequest,
   data: { spec: string; train: S; test: S },
   own: boolean,
   contentChecked: boolean,
-  take: (split: S, n: number) => S,
+  select: (split: S, positions: number[]) => S,
 ): { split: S; info: EvaluationSplit } {
   const { who, trained } = request;
   if (data.test.count === 0)
     throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
-  const split = take(data.test, Math.min(request.n, data.test.count));
+  const seen: Fingerprints | null =
+    trained === null ? null : own ? fingerprintSet(data.train) : (trained.trainingInputs ?? null);
+  const { kept, seen: leftOut } = heldOutPositions(data.test, seen);
+  if (kept.length === 0)
+    throw new InputError(
+      `${who}: --data: every one of the ${data.test.count} test examples of ${data.spec} has the same input as a training example of this checkpoint; nothing held out to evaluate`,
+    );
+  const split = select(data.test, kept.slice(0, request.n));
+  const checks = { digestsChecked: false, contentChecked: false, leftOut: leftOut.length, inputsChecked: seen !== null };
   if (!own || trained === null) {
     const origin = trained === null ? "random-init" : "other-data";
-    return { split, info: evaluationInfo(data.spec, origin, request.seed, 0, data.test.count, split.indices, false, false) };
+    return { split, info: evaluationInfo(data.spec, origin, request.seed, 0, data.test.count, split.indices, checks) };
   }
   checkHeldOut(who, data.spec, trained, data.train.indices, data.test.indices, split.indices);
-  const digests = trained.trainDigest !== undefined;
+  checks.digestsChecked = trained.trainDigest !== undefined;
+  checks.contentChecked = contentChecked;
   return {
     split,
-    info: evaluationInfo(data.spec, "checkpoint", trained.seed, data.train.count, data.test.count, split.indices, digests, contentChecked),
+    info: evaluationInfo(data.spec, "checkpoint", trained.seed, data.train.count, data.test.count, split.indices, checks),
   };
 }
 
@@ -212,13 +246,16 @@ function heldOutPart<S extends { count: number; indices: Int32Array }>(
  * or a random-init model, the test split by `seed`. Prints nothing: {@link describeSplit}
  * says which split it is.
  *
- * @returns the first min(n, test size) test examples, their spec and the split record.
+ * @returns the first n held-out test examples (fewer when fewer are held out: test examples
+ *   whose input equals a training input of the checkpoint are left out), their spec and the
+ *   split record.
  * @throws InputError on a bad spec or n, unreadable data, an empty test split, a checkpoint
  *   whose data changed since training (another content digest at its path) or whose rebuilt
- *   split differs from the recorded one (sizes, digests), or an evaluated training example.
+ *   split differs from the recorded one (sizes, digests), an evaluated training example, or
+ *   a test split whose every input is a training input.
  * @example
  *   const { split, info } = await imageEvaluationSplit({ who: "analyze", data: undefined, trained: null, seed: 0, n: 16 });
- *   describeSplit(info); // "test split of mnist (random-init model, split seed 0, 2000 test); evaluating the first 16 (...)"
+ *   describeSplit(info); // "test split of mnist (random-init model, split seed 0, 2000 test); evaluating the first 16 held out (...)"
  */
 export async function imageEvaluationSplit(request: EvaluationRequest): Promise<ImageEvaluation> {
   const { who, trained } = request;
@@ -236,7 +273,7 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
       }),
     () => loadDataset(spec, { seed: request.seed }),
   );
-  const { split, info } = heldOutPart(request, data, own, contentChecked, takeFirst);
+  const { split, info } = heldOutPart(request, data, own, contentChecked, selectExamples);
   return { spec: data.spec, split, range: data.range, info };
 }
 
@@ -278,7 +315,7 @@ export async function textEvaluationSplit(
     throw new InputError(
       `${who}: data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${text.classes}`,
     );
-  const { split, info } = heldOutPart(request, data, own, contentChecked, takeFirstText);
+  const { split, info } = heldOutPart(request, data, own, contentChecked, selectTextExamples);
   return { spec: data.spec, split, labelNames: data.labelNames, info };
 }
 

@@ -15,7 +15,8 @@ import { dataName, shortDigest } from "./identity.ts";
  * data asked for is the checkpoint's own (data/evaluationInputs.ts), refuses data changed since
  * training, rebuilds the split, checks its sizes and digests (a data file edited since training
  * would shuffle differently and could put training examples in the "test" split) and that no
- * evaluated index is a training index, and says which split it used.
+ * evaluated index is a training index, and says which split it used. Whatever the data, a test
+ * example whose input equals a training input (data/fingerprints.ts) is left out and counted.
  */
 
 /** Digests of the training and test indices a checkpoint used, as train_state.json records them. */
@@ -61,6 +62,19 @@ export interface EvaluationSplit {
    * written before it was recorded.
    */
   contentChecked?: boolean;
+  /**
+   * Test examples left out because their model input equals a training input of the
+   * checkpoint (data/fingerprints.ts: a duplicate in the corpus, or a copy of the training
+   * data in another file or order); the evaluated ones are the first held-out ones. Absent in
+   * files written before it was checked.
+   */
+  leftOut?: number;
+  /**
+   * Whether the checkpoint's training inputs were known to check against (its own data: the
+   * rebuilt training split; other data: the checkpoint's fingerprints.json, absent in older
+   * checkpoints); always false for a random-init model.
+   */
+  inputsChecked?: boolean;
   /** The indices of the evaluated examples (the data set's own numbering). */
   indices: number[];
 }
@@ -190,10 +204,18 @@ export function checkHeldOut(
  * One line saying which examples an evaluation used.
  *
  * @example describeSplit(split)
- *   // "held-out test split of mnist (the checkpoint's: seed 5, 4000 train / 2000 test, content and digests checked); evaluating the first 12 (sha256:0123456789abcdef)"
+ *   // "held-out test split of mnist (the checkpoint's: seed 5, 4000 train / 2000 test, content and digests checked); evaluating the first 12 held out (sha256:0123456789abcdef)"
  */
 export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
-  const first = `evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
+  const leftOut =
+    split.leftOut !== undefined && split.leftOut > 0
+      ? `; ${split.leftOut} whose input equals a training input ${split.leftOut === 1 ? "is" : "are"} left out`
+      : "";
+  const unchecked =
+    split.origin === "other-data" && split.inputsChecked === false
+      ? "; the checkpoint records no training fingerprints, so a copy of its training inputs in this data is not recognised"
+      : "";
+  const first = `evaluating the first ${split.evaluated} held out (${split.evaluatedDigest})${leftOut}${unchecked}`;
   if (split.origin === "checkpoint") {
     const checked = split.digestsChecked
       ? split.contentChecked === true

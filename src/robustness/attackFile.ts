@@ -25,6 +25,8 @@ export const SplitSchema = z.looseObject({
   evaluated: z.number(),
   evaluatedDigest: z.string(),
   digestsChecked: z.boolean(),
+  leftOut: z.number().int().min(0).optional(),
+  inputsChecked: z.boolean().optional(),
 });
 
 /** The per-attack columns of files written before attacks were registered by name. */

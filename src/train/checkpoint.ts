@@ -12,6 +12,7 @@ import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
 import { WordTokenizer } from "../data/text/tokenizer.ts";
+import { decodeFingerprints, encodeFingerprints, type FingerprintInput, type Fingerprints } from "../data/fingerprints.ts";
 
 /**
  * Training checkpoints: a folder holding
@@ -21,6 +22,8 @@ import { WordTokenizer } from "../data/text/tokenizer.ts";
  *   optimizer.safetensors  AdamW moments "m.<param>" and "v.<param>", F32 (metadata: step)
  *   train_state.json       {@link TrainState}: epoch, step, seed, data, settings, RNG state
  *   tokenizer.json         text models only: the vocabulary (data/text/tokenizer.ts)
+ *   fingerprints.json      the training inputs' fingerprints (data/fingerprints.ts), so that
+ *                          evaluation leaves them out of any data (absent in older checkpoints)
  *
  * A checkpoint is replaced as a whole: every file is first written (and fsynced) under a
  * temporary name, then a commit journal `checkpoint.commit.json` is written atomically, then
@@ -38,7 +41,7 @@ export class CheckpointError extends InputError {
 
 export const CHECKPOINT_FILES = ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"] as const;
 /** Files a checkpoint may hold besides {@link CHECKPOINT_FILES} (text models: the tokenizer). */
-export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json"] as const;
+export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json", "fingerprints.json"] as const;
 type CheckpointFile = (typeof CHECKPOINT_FILES)[number] | (typeof OPTIONAL_CHECKPOINT_FILES)[number];
 const ALL_FILES: readonly string[] = [...CHECKPOINT_FILES, ...OPTIONAL_CHECKPOINT_FILES];
 const JOURNAL = "checkpoint.commit.json";
@@ -63,6 +66,12 @@ export const TrainStateSchema = z.strictObject({
     testLimit: z.number().int().min(1).nullable(),
     trainCount: z.number().int().min(1),
     testCount: z.number().int().min(0),
+    /**
+     * Test examples left out of the test accuracy because their input equals a training input
+     * (data/fingerprints.ts; duplicates in the data): the accuracy is over testCount minus
+     * these (absent in older checkpoints).
+     */
+    testLeftOut: z.number().int().min(0).optional(),
     /** Text data: the label of each class id (absent for images). */
     labels: z.array(z.string()).optional(),
     /** Text files: the columns / keys read (absent for images and the corpus). */
@@ -137,6 +146,28 @@ export const TrainStateSchema = z.strictObject({
 /** The content of train_state.json. */
 export type TrainState = z.output<typeof TrainStateSchema>;
 
+/** What fingerprints.json holds: the distinct training inputs' fingerprints (data/fingerprints.ts). */
+const FingerprintFileSchema = z.strictObject({
+  format: z.literal("attnlip-fingerprints"),
+  version: z.literal(1),
+  /** What each fingerprint hashes: the model input of one training example. */
+  input: z.enum(["float32-pixels", "int32-token-ids"]),
+  /** First 64 bits of SHA-256 of the input's little-endian bytes. */
+  hash: z.literal("sha256-64"),
+  /** Distinct training inputs. */
+  count: z.number().int().min(0),
+  /** The fingerprints, 8 bytes each, sorted, base64. */
+  fingerprints: z.string(),
+});
+
+/** The training inputs a checkpoint records, as {@link saveCheckpoint} takes and {@link loadCheckpoint} returns them. */
+export interface TrainingInputs {
+  /** What the fingerprints hash. */
+  input: FingerprintInput;
+  /** The distinct training inputs' fingerprints. */
+  fingerprints: Fingerprints;
+}
+
 /** A loaded checkpoint. The caller owns (and disposes) the model. */
 export interface LoadedCheckpoint {
   model: Model;
@@ -144,6 +175,8 @@ export interface LoadedCheckpoint {
   trainState: TrainState;
   /** Text models: the tokenizer of tokenizer.json (null when the checkpoint has none). */
   tokenizer: WordTokenizer | null;
+  /** The training inputs of fingerprints.json (null: an older checkpoint without it). */
+  trainingInputs: TrainingInputs | null;
 }
 
 function fail(dir: string, what: string): never {
@@ -206,14 +239,20 @@ function toSafetensors(weights: Map<string, NamedArray>, prefix = ""): Map<strin
 
 /**
  * Writes a complete checkpoint of `model`, `optimizer` and `state` (and, for text models,
- * `tokenizer` as tokenizer.json) to `dir` (created when missing), replacing the previous one
+ * `tokenizer` as tokenizer.json; the training inputs' fingerprints as fingerprints.json) to `dir` (created when missing), replacing the previous one
  * as a whole (see the module comment).
  *
  * @throws file-system errors (the previous checkpoint is then still intact or recoverable).
  */
 export async function saveCheckpoint(
   dir: string,
-  parts: { model: Model; optimizer: AdamW; state: TrainState; tokenizer?: WordTokenizer | null },
+  parts: {
+    model: Model;
+    optimizer: AdamW;
+    state: TrainState;
+    tokenizer?: WordTokenizer | null;
+    trainingInputs?: TrainingInputs | null;
+  },
 ): Promise<void> {
   await mkdir(dir, { recursive: true });
   await recoverCheckpoint(dir);
@@ -227,6 +266,18 @@ export async function saveCheckpoint(
     "train_state.json": JSON.stringify(parts.state, null, 2) + "\n",
   };
   if (parts.tokenizer) contents["tokenizer.json"] = JSON.stringify(parts.tokenizer.toJSON()) + "\n";
+  if (parts.trainingInputs) {
+    const { input, fingerprints } = parts.trainingInputs;
+    const file: z.input<typeof FingerprintFileSchema> = {
+      format: "attnlip-fingerprints",
+      version: 1,
+      input,
+      hash: "sha256-64",
+      count: fingerprints.size,
+      fingerprints: encodeFingerprints(fingerprints),
+    };
+    contents["fingerprints.json"] = JSON.stringify(file) + "\n";
+  }
   const files = Object.keys(contents) as CheckpointFile[];
   for (const f of files) await writeDurably(join(dir, f + TMP), contents[f]!);
   await syncFolder(dir);
@@ -294,7 +345,7 @@ async function readTensors(
  *   config, train_state.json does not match {@link TrainStateSchema}, model.safetensors is
  *   malformed or its tensors do not match the config's names and shapes, the files come
  *   from different steps, or a text model's tokenizer.json is missing, invalid or larger than
- *   the model's vocabulary.
+ *   the model's vocabulary, or fingerprints.json is malformed.
  */
 export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   await checkFolder(dir);
@@ -329,10 +380,31 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
       if (tokenizer.size > config.vocabSize || tokenizer.maxLength > config.maxLength)
         fail(dir, `tokenizer.json: ${tokenizer.size} tokens / length ${tokenizer.maxLength} do not fit the model (vocabSize ${config.vocabSize}, maxLength ${config.maxLength})`);
     }
-    return { model, config, trainState, tokenizer };
+    const trainingInputs = existsSync(join(dir, "fingerprints.json"))
+      ? await readTrainingInputs(dir, config)
+      : null;
+    return { model, config, trainState, tokenizer, trainingInputs };
   } catch (e) {
     model.dispose();
     throw e;
+  }
+}
+
+/** Reads and checks fingerprints.json: its schema, its size, and that it hashes this model's kind of input. */
+async function readTrainingInputs(dir: string, config: ModelConfig): Promise<TrainingInputs> {
+  const parsed = FingerprintFileSchema.safeParse(await readJson(dir, "fingerprints.json"));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    fail(dir, `fingerprints.json: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
+  }
+  const file = parsed.data;
+  const expected: FingerprintInput = config.kind === "text" ? "int32-token-ids" : "float32-pixels";
+  if (file.input !== expected)
+    fail(dir, `fingerprints.json: input "${file.input}", a ${config.kind} model's training inputs are "${expected}"`);
+  try {
+    return { input: file.input, fingerprints: decodeFingerprints(file.fingerprints, file.count) };
+  } catch (e) {
+    fail(dir, `fingerprints.json: ${(e as Error).message}`);
   }
 }
 

@@ -204,6 +204,7 @@ export async function trainEpoch(
       optimizer,
       state,
       tokenizer: isText(dataset) ? dataset.tokenizer : null,
+      trainingInputs: run.trainingInputs,
     });
   const testText =
     test === null

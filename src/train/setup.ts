@@ -1,10 +1,11 @@
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { batchCount, loadDataset, SeededRng, type ImageDataset } from "../data/dataset.ts";
+import { batchCount, loadDataset, SeededRng, selectExamples, type ImageDataset } from "../data/dataset.ts";
+import { fingerprintInput, fingerprintSet, heldOutPositions } from "../data/fingerprints.ts";
 import { changedDataError, checkRebuiltSplit, splitDigests } from "../data/heldOut.ts";
 import { dataPath } from "../data/identity.ts";
-import { isTextDataSpec, loadTextDataset, type TextDataset } from "../data/text/dataset.ts";
+import { isTextDataSpec, loadTextDataset, selectTextExamples, type TextDataset } from "../data/text/dataset.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
@@ -13,6 +14,7 @@ import {
   isCheckpointFolder,
   loadCheckpoint,
   loadOptimizerState,
+  type TrainingInputs,
   type TrainState,
 } from "./checkpoint.ts";
 import { JASMIN_MAX_LAMBDA, selectLayers } from "./jasmin.ts";
@@ -88,7 +90,15 @@ export interface TrainOptions {
 export interface TrainingRun {
   model: Model;
   optimizer: AdamW;
+  /**
+   * The data; its test split holds only held-out inputs: test examples whose input equals a
+   * training input (a duplicate in the corpus) are left out ({@link heldOutTest}).
+   */
   dataset: ImageDataset | TextDataset;
+  /** The training inputs' fingerprints (saved with each checkpoint as fingerprints.json). */
+  trainingInputs: TrainingInputs;
+  /** Test examples left out because their input equals a training input. */
+  testLeftOut: number;
   /** The content of train_state.json, advanced by each epoch. */
   state: TrainState;
   /** Output folder (absolute), or null. */
@@ -124,6 +134,25 @@ function dataIdentity(dataset: ImageDataset | TextDataset): { contentDigest?: st
     ...(typeof dataset.contentDigest === "string" ? { contentDigest: dataset.contentDigest } : {}),
     ...(path !== null ? { path } : {}),
   };
+}
+
+/**
+ * The data with its test split reduced to held-out inputs: a test example whose model input
+ * equals a training input (data/fingerprints.ts; e.g. the same message twice in a corpus) is
+ * left out of the test accuracy, as every evaluation leaves it out (data/evaluationInputs.ts).
+ * The split's recorded sizes and digests stay those of the full split.
+ */
+function heldOutTest<D extends ImageDataset | TextDataset>(
+  dataset: D,
+): { dataset: D; trainingInputs: TrainingInputs; testLeftOut: number } {
+  const fingerprints = fingerprintSet(dataset.train);
+  const { kept, seen } = heldOutPositions(dataset.test, fingerprints);
+  const trainingInputs = { input: fingerprintInput(dataset.train), fingerprints };
+  if (seen.length === 0) return { dataset, trainingInputs, testLeftOut: 0 };
+  const test = isText(dataset)
+    ? selectTextExamples(dataset.test, kept)
+    : selectExamples((dataset as ImageDataset).test, kept);
+  return { dataset: { ...dataset, test }, trainingInputs, testLeftOut: seen.length };
 }
 
 /**
@@ -248,7 +277,9 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     await mkdir(out, { recursive: true });
     await writeFileAtomically(join(out, "metrics.jsonl"), "");
   }
-  return { model, optimizer, dataset, state, out };
+  const held = heldOutTest(dataset);
+  state.data.testLeftOut = held.testLeftOut;
+  return { model, optimizer, state, out, ...held };
 }
 
 /**
@@ -306,7 +337,9 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
     });
     optimizer.setState(await loadOptimizerState(out, model, state));
     await truncateMetrics(join(out, "metrics.jsonl"), state.step);
-    return { model, optimizer, dataset, state, out };
+    const held = heldOutTest(dataset);
+    state.data.testLeftOut = held.testLeftOut;
+    return { model, optimizer, state, out, ...held };
   } catch (e) {
     model.dispose();
     throw e;

@@ -79,6 +79,11 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     log(classesLine(data));
     for (const line of rareClassWarnings(data)) (options.warn ?? console.error)(line);
   }
+  if (run.testLeftOut > 0)
+    log(
+      `held-out test: ${run.testLeftOut} of ${state.data.testCount} test examples have the same input as a training example ` +
+        `(duplicates in the data) and are left out of the test accuracy`,
+    );
   const metricsPath = out === null ? null : join(out, "metrics.jsonl");
   const record = (r: object) => {
     if (metricsPath !== null) appendFileSync(metricsPath, JSON.stringify(r) + "\n");

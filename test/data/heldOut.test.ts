@@ -21,7 +21,7 @@ import { InputError } from "../../src/util/errors.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
 import { sha256Parts } from "../helpers/sha256Parts.ts";
-import { tinyText } from "../helpers/tinyText.ts";
+import { tinyText, wordPair } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
@@ -236,7 +236,7 @@ test("text data: for split seeds 2, 4 and 6 the evaluated texts are never traini
   const rows = ["text,label"];
   for (let i = 0; i < 60; i++)
     rows.push(
-      `message number ${i} ${i % 2 === 0 ? "win cash" : "see you"},${i % 2 === 0 ? "spam" : "ham"}`,
+      `message ${wordPair(i)} ${i % 2 === 0 ? "win cash" : "see you"},${i % 2 === 0 ? "spam" : "ham"}`,
     );
   writeFileSync(file, rows.join("\n") + "\n");
   for (const seed of [2, 4, 6]) {
@@ -301,10 +301,10 @@ test("the report says which test examples an attack and an analysis used, and th
   assert.match(html, /not recorded \(file from an older attnlip\)/); // the fixture's analysis.json
 });
 
-/** 80 texts "hate it item i" (neg) / "love it item i" (pos), as a CSV file's bytes. */
+/** 80 distinct texts "hate it item W W" (neg) / "love it item W W" (pos), as a CSV file's bytes. */
 function reviews(): string {
   const rows = ["text,label"];
-  for (let i = 0; i < 80; i++) rows.push(i % 2 === 0 ? `hate it item ${i},neg` : `love it item ${i},pos`);
+  for (let i = 0; i < 80; i++) rows.push(i % 2 === 0 ? `hate it item ${wordPair(i)},neg` : `love it item ${wordPair(i)},pos`);
   return rows.join("\n") + "\n";
 }
 
@@ -423,7 +423,7 @@ test("a data file edited since training (labels unchanged) is refused by analyze
   writeFileSync(file, reviews());
   const out = join(dir, "rel");
   await trainText(`csv:${file}`, out);
-  writeFileSync(file, reviews().replace("hate it item 0,", "COMPLETELY DIFFERENT TEXT,"));
+  writeFileSync(file, reviews().replace(`hate it item ${wordPair(0)},`, "COMPLETELY DIFFERENT TEXT,"));
   const recorded = sha256Parts([Buffer.from(reviews())]);
   const now = sha256Parts([readFileSync(file)]);
   for (const [cwd, args, name] of [

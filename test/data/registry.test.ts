@@ -36,6 +36,7 @@ const toyImages: ImageSource = {
         const c = (k + seed) % 3;
         labels[k] = c;
         for (let r = 0; r < 14; r++) for (let q = 0; q < 14; q++) images[k * 196 + r * 14 + q] = Math.floor(r / 5) === c ? 0.9 : 0.1;
+        images[k * 196 + 195] = (offset + k) / 100; // every image its own (a copy of a training image is not held out)
       }
       return { images, labels, count, shape: [14, 14, 1] as [number, number, number], indices: Int32Array.from({ length: count }, (_, i) => offset + i) };
     };

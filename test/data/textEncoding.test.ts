@@ -12,7 +12,7 @@ import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
-import { tinyText } from "../helpers/tinyText.ts";
+import { tinyText, wordPair } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 
@@ -47,7 +47,7 @@ test("a UTF-16 CSV trained with --encoding utf-16le: the checkpoint records it; 
   const dir = tempDir("attnlip-text-encoding-");
   const rows = ["text,label"];
   for (let i = 0; i < 40; i++)
-    rows.push(i % 4 === 0 ? `gewinn jetzt € ${i},spam` : `grüße zum treffen ${i},ham`);
+    rows.push(i % 4 === 0 ? `gewinn jetzt € ${wordPair(i)},spam` : `grüße zum treffen ${wordPair(i)},ham`);
   const csv = join(dir, "mail-utf16.csv");
   // With its byte-order mark; "auto" reads it too (next test), --encoding says so explicitly.
   writeFileSync(

@@ -9,6 +9,7 @@ import { useBackend } from "../../src/backend.ts";
 import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
+import { wordPair } from "../helpers/tinyText.ts";
 
 /** Keys whose values depend on time or on temporary paths, dropped before comparing. */
 const VOLATILE = new Set(["seconds", "source", "time", "trainSeconds", "dir", "checkpoint"]);
@@ -103,8 +104,8 @@ export async function runPipeline(): Promise<Record<string, unknown>> {
     for (let i = 0; i < 48; i++)
       rows.push(
         i % 2 === 0
-          ? `win cash prize now offer ${i},spam`
-          : `see you at the meeting ${i} tomorrow,ham`,
+          ? `win cash prize now offer ${wordPair(i)},spam`
+          : `see you at the meeting ${wordPair(i)} tomorrow,ham`,
       );
     writeFileSync(csv, rows.join("\n") + "\n");
     const text = join(dir, "text");

@@ -17,3 +17,16 @@ export function tinyText(sizes: { vocabSize: number; maxLength?: number; classes
     pooling: "cls",
   } as const;
 }
+
+const WORDS = ["red", "blue", "green", "gold", "gray", "pink", "teal", "navy", "rose", "jade"];
+
+/**
+ * Two common words that tell text i from every other i < 100 after tokenization (each word is
+ * frequent enough to be in a small vocabulary, unlike a number that occurs once and becomes
+ * [UNK]): test texts built from it are held-out inputs, not copies of training inputs.
+ *
+ * @example wordPair(12) // "blue blue"
+ */
+export function wordPair(i: number): string {
+  return `${WORDS[i % 10]} ${WORDS[Math.floor(i / 10) % 10]}`;
+}

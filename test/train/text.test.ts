@@ -15,6 +15,7 @@ import { jasminPenalty } from "../../src/train/jasmin.ts";
 import { train } from "../../src/train/trainer.ts";
 import { randomizeWeights, relError } from "../nn/helpers.ts";
 import { QUIET, tempDir } from "./helpers.ts";
+import { wordPair } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
 
@@ -152,8 +153,8 @@ test("train on a CSV file: masks, tokenizer.json and labels saved; resume contin
   for (let i = 0; i < 60; i++)
     rows.push(
       i % 3 === 0
-        ? `win free money now offer ${i},spam`
-        : `meeting notes for the project ${"and more ".repeat(i % 5)},ham`,
+        ? `${wordPair(i)} win free money now offer,spam`
+        : `${wordPair(i)} meeting notes for the project ${"and more ".repeat(i % 5)},ham`,
     );
   const csv = join(dir, "mail.csv");
   writeFileSync(csv, rows.join("\r\n") + "\r\n");

@@ -218,6 +218,29 @@ export function takeFirstText(split: TextSplit, n: number): TextSplit {
   };
 }
 
+/**
+ * The examples of a text split at the given positions, in that order (a copy).
+ *
+ * @throws RangeError on a position out of range.
+ * @example selectTextExamples(split, [0, 2]).count // 2
+ */
+export function selectTextExamples(split: TextSplit, positions: readonly number[]): TextSplit {
+  const ids = new Int32Array(positions.length * split.length);
+  positions.forEach((p, i) => {
+    if (!Number.isInteger(p) || p < 0 || p >= split.count)
+      throw new RangeError(`selectTextExamples: position ${p} is outside 0..${split.count - 1}`);
+    ids.set(split.ids.subarray(p * split.length, (p + 1) * split.length), i * split.length);
+  });
+  return {
+    ids,
+    lengths: Int32Array.from(positions, (p) => split.lengths[p]),
+    labels: Int32Array.from(positions, (p) => split.labels[p]),
+    count: positions.length,
+    length: split.length,
+    indices: Int32Array.from(positions, (p) => split.indices[p]),
+  };
+}
+
 /** One text batch on the JS side: ids [size, length] row-major, trimmed to its longest row. */
 export interface TextBatch {
   ids: Int32Array;
