@@ -1,16 +1,10 @@
-import { tf, useBackend, type BackendName } from "../backend.ts";
+import { useBackend, type BackendName } from "../backend.ts";
 import { createModel } from "../nn/create.ts";
 import { modelPreset } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import {
-  describeSplit,
-  imageEvaluationSplit,
-  textEvaluationSplit,
-  trainedData,
-  type TrainedData,
-} from "../data/evaluationInputs.ts";
+import { describeSplit, trainedData, type TrainedData } from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
-import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
+import { checkDataTask, modelInputs, type ModelInputs } from "../robustness/modelInputs/index.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { InputError } from "../util/errors.ts";
@@ -97,40 +91,23 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const out = outFolder(run);
     if (out !== undefined)
       checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
-    const request = { who: "analyze", data: run.data, trained, seed: run.seed, n: run.n };
-    if (model.config.kind === "text") {
-      const spec = run.data ?? trained?.spec ?? "spam";
-      if (!isTextDataSpec(spec))
-        throw new InputError(`--data: a text model is analyzed on text data (spam, csv:FILE or jsonl:FILE), got "${spec}"`);
-      // The checkpoint's own columns and encoding are applied by textEvaluationSplit when the data is its own.
-      const chosen = await textEvaluationSplit(request, {
-        classes: model.config.classes,
-        tokenizer: tokenizer ?? undefined,
-        vocabSize: model.config.vocabSize,
-        maxLength: model.config.maxLength,
-        labelNames: trained?.labels,
+    const kind = modelInputs(model.config.kind, "analyze");
+    const data = run.data ?? trained?.spec ?? kind.defaultData;
+    checkDataTask(kind, data, "analyze");
+    const request = { who: "analyze", data, trained, seed: run.seed, n: run.n };
+    const inputs = await kind
+      .load(model, request, {
+        tokenizer,
         textColumn: run.textColumn,
         labelColumn: run.labelColumn,
         encoding: run.encoding,
-      }).catch(asInputError);
-      const { ids, mask } = textSplitTensors(chosen.split);
-      console.log(`analyzing ${source} on ${chosen.split.count} test texts (token-embedding space, padding masked; ${run.backend} backend)`);
-      console.log(`  data: ${describeSplit(chosen.info)}`);
-      return await analyzeAndWrite(model, run, source, chosen.info, ids, mask);
-    }
-    const spec = run.data ?? trained?.spec ?? "mnist";
-    if (isTextDataSpec(spec)) throw new InputError(`--data: "${spec}" is text data; this model is a ViT`);
-    const chosen = await imageEvaluationSplit(request).catch(asInputError);
-    const split = chosen.split;
-    const [h, w, c] = split.shape;
-    if (h !== model.config.imageSize || w !== model.config.imageSize || c !== model.config.channels)
-      throw new InputError(
-        `--data: images are ${h}x${w}x${c}, the model expects ${model.config.imageSize}x${model.config.imageSize}x${model.config.channels}`,
-      );
-    const inputs = tf.tensor4d(split.images, [split.count, h, w, c]);
-    console.log(`analyzing ${source} on ${split.count} test inputs (${run.backend} backend)`);
-    console.log(`  data: ${describeSplit(chosen.info)}`);
-    return await analyzeAndWrite(model, run, source, chosen.info, inputs, null);
+      })
+      .catch(asInputError);
+    if (inputs.count < run.n)
+      console.error(`analyze: the test split has ${inputs.count} held-out examples; using all of them (asked for ${run.n})`);
+    console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
+    console.log(`  data: ${describeSplit(inputs.info)}`);
+    return await analyzeAndWrite(model, run, source, inputs);
   } finally {
     model.dispose();
   }
@@ -140,7 +117,6 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
 function outFolder(run: AnalyzeRun): string | undefined {
   return run.out ?? run.checkpoint;
 }
-
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
 function asInputError(e: unknown): never {
@@ -153,15 +129,14 @@ async function analyzeAndWrite(
   model: TransformerClassifier,
   run: AnalyzeRun,
   source: string,
-  split: EvaluationSplit,
-  inputs: tf.Tensor,
-  mask: tf.Tensor | null,
+  inputs: ModelInputs,
 ): Promise<AnalyzeResult> {
   const progress = analysisProgress();
+  const split = inputs.info;
   let analysis: Analysis;
   try {
-    analysis = analyze(model, inputs, {
-      ...(mask === null ? {} : { mask }),
+    analysis = analyze(model, inputs.x, {
+      ...(inputs.mask === null ? {} : { mask: inputs.mask }),
       mlp: run.mlp,
       maxIterations: run.iterations,
       seed: run.seed,
@@ -169,7 +144,7 @@ async function analyzeAndWrite(
       onProgress: progress.onProgress,
     });
   } finally {
-    tf.dispose(mask === null ? [inputs] : [inputs, mask]);
+    inputs.dispose();
     progress.end();
   }
   if (run.print !== false) console.log(analysisTables(analysis));

@@ -1,21 +1,12 @@
 import { join } from "node:path";
-import { tf, useBackend } from "../backend.ts";
+import { useBackend } from "../backend.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import { formatNumber, renderTable } from "../util/table.ts";
 import type { AttackFlags } from "./attackCommand.ts";
-import {
-  describeSplit,
-  imageEvaluationSplit,
-  textEvaluationSplit,
-  trainedData,
-  type TrainedData,
-} from "../data/evaluationInputs.ts";
+import { describeSplit, trainedData, type TrainedData } from "../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
-import { isTextDataSpec, textSplitTensors } from "../data/text/dataset.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
-import type { TextClassifier } from "../nn/textClassifier.ts";
-import { evaluateTextRobustness, textLipschitzProxy } from "../robustness/embedding.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { modelPreset } from "../nn/config.ts";
@@ -23,11 +14,11 @@ import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
-import { evaluateRobustness } from "../robustness/evaluate.ts";
-import { lipschitzProxy } from "../robustness/lipschitzProxy.ts";
+import { evaluateIn, type RobustnessEvaluation } from "../robustness/evaluate.ts";
+import { lipschitzProxyIn, type LipschitzProxy } from "../robustness/lipschitzProxy.ts";
+import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { epsLimit } from "../robustness/options.ts";
 import { attackLabel } from "../robustness/registry.ts";
 
 export type { AttackRecord };
@@ -58,10 +49,10 @@ const percent = (v: number | null | undefined) =>
   v === null || v === undefined ? "-" : `${(100 * v).toFixed(2)}%`;
 
 /**
- * Loads the model (checkpoint or preset) and the first n test examples, runs
- * evaluateRobustness and lipschitzProxy (images, input space, clipped to [0, 1]) or
- * evaluateTextRobustness and textLipschitzProxy (text, token-embedding space, padding rows
- * untouched, no clipping), prints the table and the proxy line, and writes attack.json
+ * Loads the model (checkpoint or preset) and the first n held-out test examples of its kind
+ * (robustness/modelInputs/: images in input space, clipped to the pixel range; text in
+ * token-embedding space, padding rows untouched, no clipping), runs evaluateIn and
+ * lipschitzProxyIn in that space, prints the table and the proxy line, and writes attack.json
  * atomically (to run.out, else CHECKPOINT/attack.json; not at all for a random init without
  * --out). Same attack.json schema for both (attackFile.ts: robust accuracy and zero-gradient
  * fraction per registered attack and eps); eps and radii are in input units (pixels) or
@@ -106,11 +97,11 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   const out =
     partial.out ??
     (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
-  const text = model.config.kind === "text";
+  const kind = modelInputs(model.config.kind, "attack");
   const run = {
     ...partial,
-    data: given.data ?? trained?.spec ?? (text ? "spam" : "mnist"),
-    eps: given.eps ?? [...ATTACK_DEFAULTS.eps[text ? "text" : "image"][partial.norm]],
+    data: given.data ?? trained?.spec ?? kind.defaultData,
+    eps: given.eps ?? kind.defaultEps(partial.norm),
   };
   try {
     // Before any work: an --out that cannot be written is refused now, not after the attack.
@@ -121,22 +112,8 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
         partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]",
         "attack",
       );
-    if (text && !isTextDataSpec(run.data))
-      throw new InputError(
-        `attack: --data: a text model needs text data (spam, csv:FILE or jsonl:FILE), got "${run.data}"`,
-      );
-    if (!text && isTextDataSpec(run.data))
-      throw new InputError(`attack: --data: "${run.data}" is text data; this model is a ViT`);
-    let prepared: Prepared;
-    if (text)
-      prepared = await prepareText(
-        model as unknown as TextClassifier,
-        run,
-        source,
-        tokenizer,
-        trained,
-      );
-    else prepared = await prepareImages(model, run, source, trained);
+    checkDataTask(kind, run.data, "attack");
+    const prepared = await prepare(model, kind, run, source, tokenizer, trained);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
     const results = evaluation.results.map((r) => ({
@@ -170,7 +147,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
     const finite = Array.from(proxy.radii).filter(Number.isFinite);
     const s = finite.length > 0 ? summarize(finite, "proxy radii") : null;
     console.log(
-      `Lipschitz proxy radius (l_2 in ${text ? "embedding" : "input"} units, margin / (sqrt(2) L), local: a proxy, not a certificate): median ${formatNumber(s?.median)}` +
+      `Lipschitz proxy radius (l_2 in ${kind.units} units, margin / (sqrt(2) L), local: a proxy, not a certificate): median ${formatNumber(s?.median)}` +
         ` (q1 ${formatNumber(s?.q1)}, q3 ${formatNumber(s?.q3)}); ${proxy.misclassified} of ${count} misclassified (radius 0)`,
     );
     const doc: AttackRecord = {
@@ -232,8 +209,8 @@ type ResolvedRun = AttackFlags & {
 };
 
 interface Prepared {
-  evaluation: ReturnType<typeof evaluateRobustness>;
-  proxy: ReturnType<typeof lipschitzProxy>;
+  evaluation: RobustnessEvaluation;
+  proxy: LipschitzProxy;
   count: number;
   spec: string;
   split: EvaluationSplit;
@@ -288,125 +265,33 @@ function evaluationOptions(run: ResolvedRun, onProgress: (done: number, total: n
   };
 }
 
-/** The text path: test texts encoded with the checkpoint's tokenizer, attacks in embedding space. */
-async function prepareText(
-  model: TextClassifier,
+/**
+ * The held-out test inputs of the model's kind (robustness/modelInputs/), the radii checked
+ * against their space, then the attacks and the Lipschitz proxy in that space.
+ */
+async function prepare(
+  model: TransformerClassifier,
+  kind: ModelInputKind,
   run: ResolvedRun,
   source: string,
   tokenizer: WordTokenizer | null,
   trained: TrainedData | null,
 ): Promise<Prepared> {
-  // The checkpoint's own columns and encoding are applied by textEvaluationSplit when the data is its own.
-  const chosen = await textEvaluationSplit(
-    { who: "attack", data: run.data, trained, seed: run.seed, n: run.n },
-    {
-      classes: model.config.classes,
-      tokenizer: tokenizer ?? undefined,
-      vocabSize: model.config.vocabSize,
-      maxLength: model.config.maxLength,
-      labelNames: trained?.labels,
-      textColumn: run.textColumn,
-      labelColumn: run.labelColumn,
-      encoding: run.encoding,
-    },
-  ).catch(asInputError);
-  const count = chosen.split.count;
-  const inputs = {
-    spec: chosen.spec,
-    split: chosen.split,
-    labelNames: chosen.labelNames,
-    ...textSplitTensors(chosen.split),
-  };
-  const p = announce(
-    run,
-    source,
-    count,
-    "test texts in token-embedding space (no clipping)",
-    chosen.info,
-  );
-  try {
-    const evaluation = evaluateTextRobustness(
+  const inputs = await kind
+    .load(
       model,
-      inputs,
-      inputs.split.labels,
-      evaluationOptions(run, p.onProgress),
-    );
-    p.end();
-    const proxy = textLipschitzProxy(model, inputs, inputs.split.labels, { batchSize: run.batch });
-    return { evaluation, proxy, count, spec: inputs.spec, split: chosen.info };
-  } finally {
-    tf.dispose([inputs.ids, inputs.mask]);
-  }
-}
-
-/**
- * Checks the radii against the input space of images (the text path has none: the embedding
- * space is unbounded): l_inf at most the width of the data set's pixel range, l_2 at most its
- * diameter, width * sqrt(H W C) (28 for MNIST, about 55.4 for CIFAR-10's 32x32x3).
- *
- * @param range the data set's pixel range (ImageDataset.range); @param shape [H, W, C] of one image.
- * @throws InputError `attack: --eps: E is out of range for --norm N (at most MAX, what MAX is)`.
- * @example checkImageEps([60], "l2", [0, 1], [32, 32, 3], "cifar10:DIR") // throws: at most 55.4256
- */
-export function checkImageEps(
-  eps: readonly number[],
-  norm: "linf" | "l2",
-  range: readonly [number, number],
-  shape: readonly [number, number, number],
-  spec: string,
-): void {
-  const [h, w, c] = shape;
-  const limit = epsLimit(norm, range, h * w * c);
-  const tooBig = limit === null ? undefined : eps.find((e) => e > limit.max);
-  if (limit === null || tooBig === undefined) return;
-  const pixels = `the pixel range [${range[0]}, ${range[1]}] of ${spec}`;
-  const width = range[1] - range[0];
-  const what =
-    norm === "linf"
-      ? `the width of ${pixels}` +
-        (tooBig >= 1 && width <= 1 ? `; for 8/255 write ${(tooBig / 255).toPrecision(4)}` : "")
-      : `the l_2 diameter of ${h}x${w}x${c} images in ${pixels}, ${formatNumber(width)} * sqrt(${h}*${w}*${c})`;
-  throw new InputError(
-    `attack: --eps: ${tooBig} is out of range for --norm ${norm} (at most ${formatNumber(limit.max)}, ${what})`,
-  );
-}
-
-/** The image path: input space, clipped to the data set's pixel range. */
-async function prepareImages(
-  model: TransformerClassifier,
-  run: ResolvedRun,
-  source: string,
-  trained: TrainedData | null,
-): Promise<Prepared> {
-  if (model.config.kind !== "vit")
-    throw new InputError("attack: input-space attacks need a ViT; this is a text model");
-  const chosen = await imageEvaluationSplit({
-    who: "attack",
-    data: run.data,
-    trained,
-    seed: run.seed,
-    n: run.n,
-  }).catch(asInputError);
-  const split = chosen.split;
-  const [h, w, c] = split.shape;
-  const { imageSize, channels } = model.config;
-  if (h !== imageSize || w !== imageSize || c !== channels)
-    throw new InputError(
-      `attack: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
-    );
-  checkImageEps(run.eps, run.norm, chosen.range, split.shape, chosen.spec);
-  const images = tf.tensor4d(split.images, [split.count, h, w, c]);
-  const p = announce(run, source, split.count, "test examples", chosen.info);
-  let evaluation, proxy;
+      { who: "attack", data: run.data, trained, seed: run.seed, n: run.n },
+      { tokenizer, textColumn: run.textColumn, labelColumn: run.labelColumn, encoding: run.encoding },
+    )
+    .catch(asInputError);
   try {
-    evaluation = evaluateRobustness(model, images, split.labels, {
-      clip: chosen.range,
-      ...evaluationOptions(run, p.onProgress),
-    });
+    inputs.checkEps(run.eps, run.norm, "attack");
+    const p = announce(run, source, inputs.count, kind.attackNoun, inputs.info);
+    const evaluation = evaluateIn(inputs.space, inputs.labels, evaluationOptions(run, p.onProgress), "attack");
     p.end();
-    proxy = lipschitzProxy(model, images, split.labels, { batchSize: run.batch });
+    const proxy = lipschitzProxyIn(inputs.space, inputs.labels, { batchSize: run.batch }, "attack");
+    return { evaluation, proxy, count: inputs.count, spec: inputs.spec, split: inputs.info };
   } finally {
-    images.dispose();
+    inputs.dispose();
   }
-  return { evaluation, proxy, count: split.count, spec: chosen.spec, split: chosen.info };
 }

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { checkImageEps } from "../../src/cli/attackRun.ts";
+import { checkImageEps } from "../../src/robustness/modelInputs/index.ts";
 import { checkOutPath } from "../../src/io/outPath.ts";
 import { InputError } from "../../src/util/errors.ts";
 

@@ -184,7 +184,7 @@ test("programmatic train / runAnalyze / runAttack on spam (tiny text model)", as
     assert.ok(existsSync(join(out, "attack.json")));
     await assert.rejects(
       runAttack({ checkpoint: out, data: "mnist", n: 2 }),
-      /text model needs text data/,
+      /"mnist" is image data; a text model reads text data \(spam \| csv:FILE \| jsonl:FILE\)/,
     );
   } finally {
     console.log = log;
