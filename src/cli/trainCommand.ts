@@ -3,7 +3,7 @@ import { z } from "zod";
 import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, useBackend, type BackendName } from "../backend.ts";
 import { specForms, specTask } from "../data/sources/index.ts";
-import { isTextDataSpec } from "../data/text/dataset.ts";
+import { kindOfModel } from "../train/kinds/index.ts";
 import {
   JASMIN_MAX_LAMBDA,
   JASMIN_NORMS,
@@ -252,7 +252,7 @@ export function trainCommand(): Command {
       }
       console.log(
         `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
-          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${isTextDataSpec(result.trainState.data.spec) ? "examples" : "images"}/s (training steps), ` +
+          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${kindOfModel(result.model.config).rateUnit} (training steps), ` +
           `checkpoint in ${result.out}`,
       );
       result.model.dispose();

@@ -124,6 +124,21 @@ export function findLayer(layers: readonly TracedLayer[], name: string): TracedL
   return found;
 }
 
+/**
+ * The attention probabilities of every traced layer that records them (extras.p), in forward
+ * order: one float32 [b, H, n, n] per attention layer (the i-th is block i's in the
+ * classifiers). What JaSMin and the sigma metrics read, whatever layers the model declares.
+ *
+ * @example attentionProbabilities(trace).length // the model's number of attention layers
+ */
+export function attentionProbabilities(trace: LayerTrace): tf.Tensor[] {
+  const out: tf.Tensor[] = [];
+  eachLayer(trace.layers, (l) => {
+    if (l.extras?.p !== undefined) out.push(l.extras.p);
+  });
+  return out;
+}
+
 function each(trace: LayerTrace, fn: (t: tf.Tensor) => void): void {
   if (trace.mask) fn(trace.mask);
   if (trace.allowed) fn(trace.allowed);

@@ -1,14 +1,12 @@
 import { tf } from "../backend.ts";
-import { batchCount, batches, SeededRng, shuffledOrder, type Batch } from "../data/dataset.ts";
-import { textBatches, textBatchTensors, type TextBatch } from "../data/text/dataset.ts";
+import { batchCount, SeededRng, shuffledOrder } from "../data/dataset.ts";
 import { InputError } from "../util/errors.ts";
 import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
-import { evaluate } from "./evaluate.ts";
+import { evaluateBatches } from "./evaluate.ts";
 import type { ProgressReporter } from "./progress.ts";
 import { learningRateAt } from "./schedule.ts";
-import { isText, type TrainingRun } from "./setup.ts";
+import type { TrainingRun } from "./setup.ts";
 import { trainStep, type JasminSettings } from "./step.ts";
-import { evaluateText } from "./textEvaluate.ts";
 
 /** One epoch of training: shuffled batches, a step each, evaluation, the checkpoint. */
 
@@ -71,7 +69,7 @@ export async function trainEpoch(
   rng: SeededRng,
   output: EpochOutput,
 ): Promise<EpochResult> {
-  const { model, optimizer, dataset, state, out } = run;
+  const { model, optimizer, dataset, state, out, kind } = run;
   const { progress, record } = output;
   const jasmin = state.jasmin as JasminSettings;
   const steps = batchCount(state.data.trainCount, state.batchSize);
@@ -84,26 +82,14 @@ export async function trainEpoch(
   const sums = { loss: 0, ce: 0, jasmin: 0, sigma: 0, correct: 0 };
   let lr = 0;
   // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
-  const rateUnit = isText(dataset) ? "examples/s" : "img/s";
-  const epochBatches: Iterable<Batch | TextBatch> = isText(dataset)
-    ? textBatches(dataset.train, order, state.batchSize)
-    : batches(dataset.train, order, state.batchSize);
-  for (const batch of epochBatches) {
+  const rateUnit = kind.rateUnit;
+  for (const batch of kind.batches(dataset.train, order, state.batchSize)) {
     lr = learningRateAt(state.step, state.optimizer);
     const t0 = performance.now();
     const m = tf.tidy(() => {
       const y = tf.tensor1d(batch.labels, "int32");
-      if ("ids" in batch) {
-        const { ids, mask } = textBatchTensors(batch);
-        return trainStep(model, optimizer, ids, y, {
-          lr,
-          clip: state.optimizer.clip,
-          jasmin,
-          mask,
-        });
-      }
-      const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
-      return trainStep(model, optimizer, x, y, { lr, clip: state.optimizer.clip, jasmin });
+      const { x, mask } = batch.inputs();
+      return trainStep(model, optimizer, x, y, { lr, clip: state.optimizer.clip, jasmin, mask });
     });
     const dt = (performance.now() - t0) / 1000;
     if (!m.finite) {
@@ -159,9 +145,7 @@ export async function trainEpoch(
   const test =
     dataset.test.count === 0
       ? null
-      : isText(dataset)
-        ? evaluateText(model, dataset.test, evalOptions)
-        : evaluate(model, dataset.test, evalOptions);
+      : evaluateBatches(model, kind.batches(dataset.test, null, evalOptions.batchSize ?? 250), "evaluate");
   // Finite training steps can still leave weights whose test logits overflow (a huge
   // learning rate): stop before saving them, keeping the previous epoch's checkpoint.
   if (test !== null && !Number.isFinite(test.crossEntropy))
@@ -203,7 +187,7 @@ export async function trainEpoch(
       model,
       optimizer,
       state,
-      tokenizer: isText(dataset) ? dataset.tokenizer : null,
+      tokenizer: kind.tokenizer(dataset),
       trainingInputs: run.trainingInputs,
     });
   const testText =

@@ -1,9 +1,11 @@
 import { tf } from "../backend.ts";
-import { batches, type ImageSplit } from "../data/dataset.ts";
+import type { ImageSplit } from "../data/dataset.ts";
 import type { Model } from "../nn/create.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import { meanTraceSigma, type JasminNorm } from "./jasmin.ts";
 import { crossEntropy } from "./loss.ts";
+import { IMAGE_TRAINING } from "./kinds/image.ts";
+import type { ModelBatch } from "./kinds/registry.ts";
 
 /** Test-set figures. */
 export interface Evaluation {
@@ -16,36 +18,56 @@ export interface Evaluation {
 }
 
 /**
- * Accuracy and mean cross-entropy of `model` on a split (inference mode: no dropout).
- * Leaves tf.memory().numTensors unchanged.
+ * Accuracy and mean cross-entropy of `model` over batches of any kind (inference mode: no
+ * dropout). Leaves tf.memory().numTensors unchanged.
+ *
+ * @param batches the examples (a training kind's batches: kinds/registry.ts ModelBatch).
+ * @param who the caller, for messages.
+ * @returns {accuracy in [0, 1], crossEntropy nats per example, count}; NaN figures when empty.
+ * @throws RangeError from the model on malformed inputs.
+ * @example evaluateBatches(model, TEXT_TRAINING.batches(data.test, null, 250), "me").accuracy
+ */
+export function evaluateBatches(model: Model, batches: Iterable<ModelBatch>, who = "evaluate"): Evaluation {
+  let n = 0;
+  let correct = 0;
+  let ceSum = 0;
+  for (const batch of batches) {
+    const [c, ce] = tf.tidy(() => {
+      const { x, mask } = batch.inputs();
+      const labels = tf.tensor1d(batch.labels, "int32");
+      const { logits } = model.forward(x, mask === undefined ? {} : { mask });
+      const ceTotal = crossEntropy(logits, labels, "sum", who);
+      const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
+      return tf.stack([right, ceTotal]).dataSync();
+    });
+    n += batch.size;
+    correct += c;
+    ceSum += ce;
+  }
+  return { accuracy: correct / n, crossEntropy: ceSum / n, count: n };
+}
+
+/** The first `limit` positions of a split (all when undefined). */
+function firstPositions(count: number, limit: number | undefined): Int32Array {
+  return Int32Array.from({ length: Math.min(count, limit ?? count) }, (_, i) => i);
+}
+
+/**
+ * Accuracy and mean cross-entropy of `model` on an image split ({@link evaluateBatches}).
  *
  * @param options.batchSize examples per forward pass (default 250).
  * @param options.limit evaluate the first `limit` examples only (default all).
  * @returns {accuracy, crossEntropy, count}; NaN figures when the split is empty.
  * @throws RangeError from the model on images of the wrong size.
+ * @example evaluate(model, data.test).accuracy
  */
 export function evaluate(
   model: Model,
   split: ImageSplit,
   options: { batchSize?: number; limit?: number } = {},
 ): Evaluation {
-  const n = Math.min(split.count, options.limit ?? split.count);
-  const order = Int32Array.from({ length: n }, (_, i) => i);
-  let correct = 0;
-  let ceSum = 0;
-  for (const batch of batches(split, order, options.batchSize ?? 250)) {
-    const [c, ce] = tf.tidy(() => {
-      const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
-      const labels = tf.tensor1d(batch.labels, "int32");
-      const { logits } = model.forward(x);
-      const ceTotal = crossEntropy(logits, labels, "sum", "evaluate");
-      const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
-      return tf.stack([right, ceTotal]).dataSync();
-    });
-    correct += c;
-    ceSum += ce;
-  }
-  return { accuracy: correct / n, crossEntropy: ceSum / n, count: n };
+  const order = firstPositions(split.count, options.limit);
+  return evaluateBatches(model, IMAGE_TRAINING.batches(split, order, options.batchSize ?? 250), "evaluate");
 }
 
 /**
@@ -64,9 +86,9 @@ export function meanAttentionSigma(
   const n = Math.min(split.count, options.limit ?? 256);
   const order = Int32Array.from({ length: n }, (_, i) => i);
   let sum = 0;
-  for (const batch of batches(split, order, options.batchSize ?? 128)) {
+  for (const batch of IMAGE_TRAINING.batches(split, order, options.batchSize ?? 128)) {
     const value = tf.tidy(() => {
-      const x = tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]);
+      const { x } = batch.inputs();
       const { trace } = model.forward(x, { trace: true });
       try {
         return meanTraceSigma(trace!, options.norm ?? "top2").dataSync()[0];

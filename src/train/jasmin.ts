@@ -1,5 +1,5 @@
 import { tf } from "../backend.ts";
-import type { ForwardTrace } from "../nn/trace.ts";
+import { attentionProbabilities, type LayerTrace } from "../nn/trace.ts";
 import { sigmaQuadTensor, sigmaTensor, sigmaTop2Tensor } from "../softmax/tensor.ts";
 
 /**
@@ -158,18 +158,21 @@ export function selectLayers(blocks: number, layers: readonly number[] | null | 
 }
 
 /**
- * JaSMin R of a traced forward pass (see {@link jasminFromProbabilities}), over the layers
- * in `options.layers` (default all), with the trace's padding mask.
+ * JaSMin R of a traced forward pass (see {@link jasminFromProbabilities}), over the attention
+ * layers in `options.layers` (default all; index i is the i-th attention layer of the trace,
+ * nn/trace.ts attentionProbabilities, which is block i in the classifiers), with the trace's
+ * padding mask.
  *
  * @param trace from model.forward(x, {trace: true}) (the caller still owns and disposes it).
  * @returns a float32 scalar, differentiable with respect to the model's parameters when the
  *   forward pass ran under a gradient tape.
  * @throws RangeError as jasminFromProbabilities and selectLayers.
  */
-export function jasminPenalty(trace: ForwardTrace, options: JasminOptions = {}): tf.Tensor {
-  const layers = selectLayers(trace.blocks.length, options.layers);
+export function jasminPenalty(trace: LayerTrace, options: JasminOptions = {}): tf.Tensor {
+  const probabilities = attentionProbabilities(trace);
+  const layers = selectLayers(probabilities.length, options.layers);
   return jasminFromProbabilities(
-    layers.map((i) => trace.blocks[i].attn.p),
+    layers.map((i) => probabilities[i]),
     trace.mask,
     options,
   );
@@ -181,9 +184,9 @@ export function jasminPenalty(trace: ForwardTrace, options: JasminOptions = {}):
  *
  * @returns a float32 scalar (a metric: leave it out of the loss).
  */
-export function meanTraceSigma(trace: ForwardTrace, norm: JasminNorm = "top2"): tf.Tensor {
+export function meanTraceSigma(trace: LayerTrace, norm: JasminNorm = "top2"): tf.Tensor {
   return jasminFromProbabilities(
-    trace.blocks.map((blk) => blk.attn.p),
+    attentionProbabilities(trace),
     trace.mask,
     { norm, reduce: "mean" },
   );

@@ -1,13 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { batchCount, loadDataset, SeededRng, selectExamples, type ImageDataset } from "../data/dataset.ts";
+import { batchCount, SeededRng, type ImageDataset } from "../data/dataset.ts";
 import { fingerprintInput, fingerprintSet, heldOutPositions } from "../data/fingerprints.ts";
 import { changedDataError, checkRebuiltSplit, splitDigests } from "../data/heldOut.ts";
 import { dataPath } from "../data/identity.ts";
-import { isTextDataSpec, loadTextDataset, selectTextExamples, type TextDataset } from "../data/text/dataset.ts";
+import type { TextDataset } from "../data/text/dataset.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
-import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
+import type { ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
 import { InputError } from "../util/errors.ts";
 import {
@@ -18,7 +18,7 @@ import {
   type TrainState,
 } from "./checkpoint.ts";
 import { JASMIN_MAX_LAMBDA, selectLayers } from "./jasmin.ts";
-import { baseTextConfig, modelConfigForData, modelConfigForText } from "./modelConfig.ts";
+import { kindOfDataset, kindOfModel, kindOfSpec, type AnyDataset, type TrainingKind } from "./kinds/index.ts";
 import { AdamW } from "./optimizer.ts";
 import type { JasminSettings } from "./step.ts";
 import type { ProgressMode } from "./progress.ts";
@@ -94,7 +94,9 @@ export interface TrainingRun {
    * The data; its test split holds only held-out inputs: test examples whose input equals a
    * training input (a duplicate in the corpus) are left out ({@link heldOutTest}).
    */
-  dataset: ImageDataset | TextDataset;
+  dataset: AnyDataset;
+  /** How this kind of data is batched and saved (kinds/). */
+  kind: TrainingKind;
   /** The training inputs' fingerprints (saved with each checkpoint as fingerprints.json). */
   trainingInputs: TrainingInputs;
   /** Test examples left out because their input equals a training input. */
@@ -119,11 +121,6 @@ function nonNegative(name: string, v: number | undefined, fallback: number): num
   return value;
 }
 
-/** Whether a data set is text (token ids) rather than images. */
-export function isText(d: ImageDataset | TextDataset): d is TextDataset {
-  return (d as TextDataset).kind === "text";
-}
-
 /**
  * What identifies the data a run reads, for train_state.json: its content digest and the
  * absolute path of its file or folder (data/identity.ts); each absent when unknown.
@@ -142,17 +139,15 @@ function dataIdentity(dataset: ImageDataset | TextDataset): { contentDigest?: st
  * left out of the test accuracy, as every evaluation leaves it out (data/evaluationInputs.ts).
  * The split's recorded sizes and digests stay those of the full split.
  */
-function heldOutTest<D extends ImageDataset | TextDataset>(
-  dataset: D,
-): { dataset: D; trainingInputs: TrainingInputs; testLeftOut: number } {
+function heldOutTest(
+  kind: TrainingKind,
+  dataset: AnyDataset,
+): { dataset: AnyDataset; trainingInputs: TrainingInputs; testLeftOut: number } {
   const fingerprints = fingerprintSet(dataset.train);
   const { kept, seen } = heldOutPositions(dataset.test, fingerprints);
   const trainingInputs = { input: fingerprintInput(dataset.train), fingerprints };
   if (seen.length === 0) return { dataset, trainingInputs, testLeftOut: 0 };
-  const test = isText(dataset)
-    ? selectTextExamples(dataset.test, kept)
-    : selectExamples((dataset as ImageDataset).test, kept);
-  return { dataset: { ...dataset, test }, trainingInputs, testLeftOut: seen.length };
+  return { dataset: { ...dataset, test: kind.select(dataset.test, kept) } as AnyDataset, trainingInputs, testLeftOut: seen.length };
 }
 
 /**
@@ -187,30 +182,20 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
       `out: ${options.out} already holds a checkpoint; continue it with --resume ${options.out} or choose another folder`,
     );
   const spec = options.data ?? "mnist";
-  let dataset: ImageDataset | TextDataset;
-  let config: ModelConfig;
-  if (options.dataset !== undefined ? isText(options.dataset) : isTextDataSpec(spec)) {
-    const base = baseTextConfig(options.model ?? "text-tiny");
-    if (base.kind !== "text") throw new InputError("model: text data needs a text model");
-    dataset =
-      options.dataset ??
-      (await loadTextDataset(spec, {
-        seed,
-        limit: options.limit,
-        testLimit: options.testLimit,
-        textColumn: options.textColumn,
-        labelColumn: options.labelColumn,
-        encoding: options.encoding,
-        vocabSize: base.vocabSize,
-        maxLength: base.maxLength,
-      }));
-    config = modelConfigForText(options.model ?? "text-tiny", dataset as TextDataset);
-  } else {
-    dataset =
-      options.dataset ??
-      (await loadDataset(spec, { seed, limit: options.limit, testLimit: options.testLimit }));
-    config = modelConfigForData(options.model ?? "vit-tiny", dataset as ImageDataset);
-  }
+  const kind = options.dataset !== undefined ? kindOfDataset(options.dataset) : kindOfSpec(spec);
+  const { dataset, config } = await kind.loadFresh(
+    spec,
+    {
+      seed,
+      model: options.model,
+      limit: options.limit,
+      testLimit: options.testLimit,
+      textColumn: options.textColumn,
+      labelColumn: options.labelColumn,
+      encoding: options.encoding,
+    },
+    options.dataset,
+  );
   let layers: number[] | null = null;
   try {
     layers =
@@ -240,14 +225,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
       testCount: dataset.test.count,
       ...splitDigests(dataset.train.indices, dataset.test.indices),
       ...dataIdentity(dataset),
-      ...(isText(dataset)
-        ? {
-            labels: dataset.labelNames,
-            textColumn: dataset.textColumn,
-            labelColumn: dataset.labelColumn,
-            encoding: dataset.encoding,
-          }
-        : {}),
+      ...kind.stateData(dataset),
     },
     jasmin: {
       lambda,
@@ -277,9 +255,9 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     await mkdir(out, { recursive: true });
     await writeFileAtomically(join(out, "metrics.jsonl"), "");
   }
-  const held = heldOutTest(dataset);
+  const held = heldOutTest(kind, dataset);
   state.data.testLeftOut = held.testLeftOut;
-  return { model, optimizer, state, out, ...held };
+  return { model, optimizer, state, out, kind, ...held };
 }
 
 /**
@@ -302,23 +280,8 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
   const { model } = ckpt;
   const state = ckpt.trainState;
   try {
-    const limits = {
-      seed: state.seed,
-      limit: state.data.limit ?? undefined,
-      testLimit: state.data.testLimit ?? undefined,
-    };
-    const dataset =
-      options.dataset ??
-      (model.config.kind === "text"
-        ? await loadTextDataset(state.data.spec, {
-            ...limits,
-            textColumn: state.data.textColumn ?? undefined,
-            labelColumn: state.data.labelColumn ?? undefined,
-            encoding: state.data.encoding ?? undefined,
-            labelNames: state.data.labels,
-            tokenizer: ckpt.tokenizer ?? undefined,
-          })
-        : await loadDataset(state.data.spec, limits));
+    const kind = kindOfModel(model.config);
+    const dataset = options.dataset ?? (await kind.reload(state, ckpt.tokenizer));
     const recorded = state.data.contentDigest;
     if (recorded !== undefined && dataset.contentDigest !== recorded)
       throw changedDataError("resume", state.data.spec, String(dataset.contentDigest), recorded);
@@ -337,9 +300,9 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
     });
     optimizer.setState(await loadOptimizerState(out, model, state));
     await truncateMetrics(join(out, "metrics.jsonl"), state.step);
-    const held = heldOutTest(dataset);
+    const held = heldOutTest(kind, dataset);
     state.data.testLeftOut = held.testLeftOut;
-    return { model, optimizer, state, out, ...held };
+    return { model, optimizer, state, out, kind, ...held };
   } catch (e) {
     model.dispose();
     throw e;

@@ -1,12 +1,11 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { SeededRng } from "../data/dataset.ts";
-import { classesLine, rareClassWarnings } from "../data/text/classes.ts";
 import type { Model } from "../nn/create.ts";
 import type { TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
 import { createProgress } from "./progress.ts";
-import { freshRun, isText, restoreRun, type TrainOptions } from "./setup.ts";
+import { freshRun, restoreRun, type TrainOptions } from "./setup.ts";
 
 /**
  * Training of the ViT on image data, or of the text classifier on text data (padding masks
@@ -74,10 +73,10 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   const rng = new SeededRng(state.rng.shuffle);
   const progress = createProgress(options.progress ?? "auto", log);
   const data = run.dataset;
-  if (options.resume === undefined && isText(data) && data.firstLines != null) {
-    // Every distinct label is a class: show them, and flag the rare ones (a typo?).
-    log(classesLine(data));
-    for (const line of rareClassWarnings(data)) (options.warn ?? console.error)(line);
+  if (options.resume === undefined) {
+    const { lines, warnings } = run.kind.describe(data);
+    for (const line of lines) log(line);
+    for (const line of warnings) (options.warn ?? console.error)(line);
   }
   if (run.testLeftOut > 0)
     log(

@@ -95,7 +95,7 @@ test("the CLI trains a tiny model for one epoch, prints the summary and writes a
     "--jasmin", "0.1", "--out", out, "--progress", "lines",
   ]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /final test accuracy \d+\.\d+%, wall time \d+\.\d s, \d+\.\d images\/s/);
+  assert.match(r.stdout, /final test accuracy \d+\.\d+%, wall time \d+\.\d s, \d+\.\d img\/s \(training steps\)/);
   assert.match(r.stdout, /epoch 1\/1 step 2\/2 \(100%\).* img\/s /);
   assert.match(r.stdout, /^epoch 1\/1: .*\(\d+\.\d img\/s\)/m, "the epoch line of an image model counts images");
   for (const f of ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json", "metrics.jsonl"])

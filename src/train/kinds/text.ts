@@ -1,0 +1,72 @@
+import { loadTextDataset, selectTextExamples, textBatches, textBatchTensors, type TextDataset, type TextSplit } from "../../data/text/dataset.ts";
+import { classesLine, rareClassWarnings } from "../../data/text/classes.ts";
+import { InputError } from "../../util/errors.ts";
+import { baseTextConfig, modelConfigForText } from "../modelConfig.ts";
+import type { ModelBatch, TrainingKind } from "./registry.ts";
+
+/**
+ * Text training data (spam, csv:FILE, jsonl:FILE): the tokenizer is built from the training
+ * split with the model's vocabulary size and length (saved as tokenizer.json); batches of
+ * token ids trimmed to their longest row, with the padding mask; train_state.json records the
+ * class names, columns and encoding.
+ *
+ * @example const { dataset, config } = await TEXT_TRAINING.loadFresh("spam", { seed: 0, limit: 512 });
+ */
+export const TEXT_TRAINING: TrainingKind = {
+  task: "text",
+  defaultModel: "text-tiny",
+  rateUnit: "examples/s",
+  owns: (dataset) => (dataset as { kind?: string }).kind === "text",
+  async loadFresh(spec, options, given) {
+    const model = options.model ?? "text-tiny";
+    const base = baseTextConfig(model);
+    if (base.kind !== "text") throw new InputError("model: text data needs a text model");
+    const dataset =
+      (given as TextDataset | undefined) ??
+      (await loadTextDataset(spec, {
+        seed: options.seed,
+        limit: options.limit,
+        testLimit: options.testLimit,
+        textColumn: options.textColumn,
+        labelColumn: options.labelColumn,
+        encoding: options.encoding,
+        vocabSize: base.vocabSize,
+        maxLength: base.maxLength,
+      }));
+    return { dataset, config: modelConfigForText(model, dataset) };
+  },
+  reload: (state, tokenizer) =>
+    loadTextDataset(state.data.spec, {
+      seed: state.seed,
+      limit: state.data.limit ?? undefined,
+      testLimit: state.data.testLimit ?? undefined,
+      textColumn: state.data.textColumn ?? undefined,
+      labelColumn: state.data.labelColumn ?? undefined,
+      encoding: state.data.encoding ?? undefined,
+      labelNames: state.data.labels,
+      tokenizer: tokenizer ?? undefined,
+    }),
+  stateData(dataset) {
+    const d = dataset as TextDataset;
+    return { labels: d.labelNames, textColumn: d.textColumn, labelColumn: d.labelColumn, encoding: d.encoding };
+  },
+  select: (split, positions) => selectTextExamples(split as TextSplit, positions),
+  *batches(split, order, batchSize): Iterable<ModelBatch> {
+    for (const batch of textBatches(split as TextSplit, order, batchSize))
+      yield {
+        size: batch.size,
+        labels: batch.labels,
+        inputs: () => {
+          const { ids, mask } = textBatchTensors(batch);
+          return { x: ids, mask };
+        },
+      };
+  },
+  tokenizer: (dataset) => (dataset as TextDataset).tokenizer,
+  describe(dataset) {
+    const d = dataset as TextDataset;
+    // Every distinct label of a file is a class: show them, and flag the rare ones (a typo?).
+    if (d.firstLines == null) return { lines: [], warnings: [] };
+    return { lines: [classesLine(d)], warnings: rareClassWarnings(d) };
+  },
+};
