@@ -2,6 +2,7 @@ import { writeJsonAtomically } from "../src/io/atomicWrite.ts";
 import { benchSoftmax } from "./softmax.bench.ts";
 import { benchLipschitz } from "./lipschitz.bench.ts";
 import { benchTrain } from "./train.bench.ts";
+import { benchParallel } from "./parallel.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -11,6 +12,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   softmax: benchSoftmax,
   lipschitz: benchLipschitz,
   train: benchTrain,
+  parallel: benchParallel,
 };
 
 const wanted = process.argv.slice(2);

@@ -153,6 +153,26 @@ export interface Analysis {
   attentionMaps: AttentionMaps;
 }
 
+/** One attention row's p_(1), p_(2) and exact sigma. */
+export interface AttentionRow {
+  top1: number;
+  top2: number;
+  sigma: number;
+}
+
+/** The analysis of some inputs before it is joined with others and summarised ({@link finishAnalysis}). */
+export interface AnalysisPart {
+  inputs: number;
+  inputSpace: "image" | "embedding";
+  blocks: BlockAnalysis[];
+  network: BoundsAgainstTruth;
+  /** Every real attention row of these inputs, in input order. */
+  rows: AttentionRow[];
+  /** The first input's attention maps. */
+  attentionMaps: AttentionMaps;
+  seconds: { bounds: number; truth: number };
+}
+
 /** Options of {@link analyze}. */
 export interface AnalyzeOptions {
   /** Which true values to compute (all by default): the network's, each block's, each head's. */
@@ -172,6 +192,8 @@ export interface AnalyzeOptions {
   batchSize?: number;
   /** Called after each input with (done, total). */
   onProgress?: (done: number, total: number) => void;
+  /** The position of the first input among all inputs analysed, for messages (a worker's slice) [0]. */
+  inputOffset?: number;
   /** Largest number of attention rows kept in `attentionRows` (default 5000). */
   maxAttentionRows?: number;
 }
@@ -230,11 +252,26 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
  *   errors of the model on malformed inputs.
  */
 export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options: AnalyzeOptions = {}): Analysis {
+  return finishAnalysis([analyzeExamples(model, inputs, options)], options);
+}
+
+/**
+ * The per-input part of {@link analyze} for some of the inputs (every attention row kept, not
+ * yet subsampled): what a worker computes on its slice. Each input's values depend only on
+ * that input, so the parts of consecutive slices, joined by {@link finishAnalysis}, are the
+ * analysis of all of them.
+ *
+ * @param inputs and options as {@link analyze} (options.onProgress counts this part's inputs).
+ * @throws as {@link analyze}.
+ * @example const part = analyzeExamples(model, tf.slice(images, 0, 8)); part.inputs // 8
+ */
+export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor, options: AnalyzeOptions = {}): AnalysisPart {
   const count = inputs.shape[0];
   if (!count) throw new RangeError("inputs: expected at least one input");
   const truth = { network: true, blocks: true, heads: true, ...options.truth };
   const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
   const batchSize = options.batchSize ?? 16;
+  const offset = options.inputOffset ?? 0;
   const blocks: BlockAnalysis[] = [];
   const network = emptyBounds();
   let inputSpace: "image" | "embedding" = "image";
@@ -255,7 +292,7 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
       tf.dispose([x]);
       mask?.dispose();
       throw new InputError(
-        `model: its logits are not finite at inputs ${start + 1}..${start + size}: the weights are broken or overflow (a diverged training run?)`,
+        `model: its logits are not finite at inputs ${offset + start + 1}..${offset + start + size}: the weights are broken or overflow (a diverged training run?)`,
       );
     }
     try {
@@ -317,6 +354,33 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
       mask?.dispose();
     }
   }
+  return {
+    inputs: count,
+    inputSpace,
+    blocks,
+    network,
+    rows: allRows,
+    attentionMaps,
+    seconds: { bounds: boundSeconds, truth: truthSeconds },
+  };
+}
+
+/**
+ * The analysis of consecutive parts of the inputs ({@link analyzeExamples}, in input order)
+ * as one: per-input arrays concatenated, attention rows subsampled evenly to at most
+ * options.maxAttentionRows, the first part's attention maps, seconds summed (compute time,
+ * over every worker), summaries and convergence counts over all inputs. One part gives
+ * exactly what {@link analyze} returns.
+ *
+ * @throws RangeError on no parts.
+ * @example finishAnalysis([analyzeExamples(model, x0), analyzeExamples(model, x1)]).inputs
+ */
+export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeOptions = {}): Analysis {
+  if (parts.length === 0) throw new RangeError("finishAnalysis: expected at least one part");
+  const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6 };
+  const blocks = parts[0].blocks.map((_, i) => concatBlock(parts.map((p) => p.blocks[i])));
+  const network = concatBounds(parts.map((p) => p.network));
+  const allRows = parts.flatMap((p) => p.rows);
   const keep = options.maxAttentionRows ?? 5000;
   const stride = Math.max(1, allRows.length / keep);
   const sample: AttentionRowSample = { top1: [], top2: [], sigma: [], total: allRows.length };
@@ -328,15 +392,60 @@ export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options
   }
   return {
     attentionRows: sample,
-    attentionMaps,
-    inputs: count,
+    attentionMaps: parts[0].attentionMaps,
+    inputs: parts.reduce((a, p) => a + p.inputs, 0),
     variants: HEAD_VARIANTS,
-    inputSpace,
+    inputSpace: parts[0].inputSpace,
     blocks,
     network,
     summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network) },
-    seconds: { bounds: boundSeconds, truth: truthSeconds },
+    seconds: {
+      bounds: parts.reduce((a, p) => a + p.seconds.bounds, 0),
+      truth: parts.reduce((a, p) => a + p.seconds.truth, 0),
+    },
     convergence: summarizeConvergence(blocks, iteration),
+  };
+}
+
+const concat = <T,>(lists: T[][]): T[] => ([] as T[]).concat(...lists);
+
+function concatRecord(parts: Record<HeadVariant, number[]>[]): Record<HeadVariant, number[]> {
+  return Object.fromEntries(HEAD_VARIANTS.map((v) => [v, concat(parts.map((p) => p[v]))])) as Record<HeadVariant, number[]>;
+}
+
+function concatBounds(parts: BoundsAgainstTruth[]): BoundsAgainstTruth {
+  return { bounds: concatRecord(parts.map((p) => p.bounds)), true: concat(parts.map((p) => p.true)), ratios: concatRecord(parts.map((p) => p.ratios)) };
+}
+
+function concatTruth(parts: TruthRecord[]): TruthRecord {
+  return {
+    iterations: concat(parts.map((p) => p.iterations)),
+    residual: concat(parts.map((p) => p.residual)),
+    relativeChange: concat(parts.map((p) => p.relativeChange)),
+    converged: concat(parts.map((p) => p.converged)),
+  };
+}
+
+function concatBlock(parts: BlockAnalysis[]): BlockAnalysis {
+  return {
+    name: parts[0].name,
+    ...concatBounds(parts),
+    ...concatTruth(parts),
+    heads: parts[0].heads.map((h, j) => ({
+      head: h.head,
+      ...concatBounds(parts.map((p) => p.heads[j])),
+      ...concatTruth(parts.map((p) => p.heads[j])),
+      stats: {
+        meanSigma: concat(parts.map((p) => p.heads[j].stats.meanSigma)),
+        maxSigma: concat(parts.map((p) => p.heads[j].stats.maxSigma)),
+        meanTop: concat(parts.map((p) => p.heads[j].stats.meanTop)),
+        meanEntropy: concat(parts.map((p) => p.heads[j].stats.meanEntropy)),
+      },
+    })),
+    ln1: concat(parts.map((p) => p.ln1)),
+    ln2: concat(parts.map((p) => p.ln2)),
+    mlpLocal: concat(parts.map((p) => p.mlpLocal)),
+    mlpRelaxed: concat(parts.map((p) => p.mlpRelaxed)),
   };
 }
 

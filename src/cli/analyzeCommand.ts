@@ -19,6 +19,7 @@ interface AnalyzeFlags {
   headTruth: boolean;
   blockTruth: boolean;
   iterations: string;
+  workers?: string;
 }
 
 /** The numeric flags' limits (the words of their errors come from util/numberFlag.ts). */
@@ -26,6 +27,7 @@ const RULES = {
   seed: { integer: true, min: 0, max: 0xffffffff },
   n: { integer: true, min: 1, max: 10000 },
   iterations: { integer: true, min: 1, max: 10000 },
+  workers: { integer: true, min: 1, max: 256 },
 } satisfies Record<string, NumberRule>;
 
 /**
@@ -34,15 +36,17 @@ const RULES = {
  * @throws InputError `analyze: --n: must be an integer from 1 to 10000, got "abc"` (the one
  *   wording of every command's numeric flags).
  */
-export function parseAnalyzeNumbers(flags: Pick<AnalyzeFlags, "seed" | "n" | "iterations">): {
+export function parseAnalyzeNumbers(flags: Pick<AnalyzeFlags, "seed" | "n" | "iterations" | "workers">): {
   seed: number;
   n: number;
   iterations: number;
+  workers: number | undefined;
 } {
   return {
     seed: parseNumberFlag(flags.seed, "--seed", RULES.seed, "analyze"),
     n: parseNumberFlag(flags.n, "--n", RULES.n, "analyze"),
     iterations: parseNumberFlag(flags.iterations, "--iterations", RULES.iterations, "analyze"),
+    workers: flags.workers === undefined ? undefined : parseNumberFlag(flags.workers, "--workers", RULES.workers, "analyze"),
   };
 }
 
@@ -95,6 +99,10 @@ export function analyzeCommand(): Command {
       "cap on the products with Df^T Df per block and head true value (Lanczos); each stops earlier once its residual test holds, and one that reaches the cap is flagged unconverged",
       "1000",
     )
+    .option(
+      "--workers <int>",
+      "worker threads, each analysing slices of at least 4 inputs with its own model copy (1: no workers; the results are the same) [the number of cores]",
+    )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
       if (checkpoint === undefined && !flags.randomInit)
@@ -118,6 +126,7 @@ export function analyzeCommand(): Command {
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,
         iterations: opts.iterations,
+        workers: opts.workers,
       });
     });
 }

@@ -9,7 +9,9 @@ import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
-import { analyze, type Analysis } from "../analysis/analyze.ts";
+import type { Analysis } from "../analysis/analyze.ts";
+import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
+import { defaultWorkers } from "../parallel/pool.ts";
 import { analysisTables } from "../analysis/table.ts";
 import { writeAnalysis } from "../analysis/files.ts";
 import { checkOutPath } from "../io/outPath.ts";
@@ -40,6 +42,11 @@ export interface AnalyzeRun {
   headTruth: boolean;
   blockTruth: boolean;
   iterations: number;
+  /**
+   * Worker threads for the analysis (parallel/analyzeTask.ts: slices of at least 4 inputs;
+   * the results do not depend on it) [the number of cores].
+   */
+  workers?: number;
   /** Print the per-layer tables (default true). */
   print?: boolean;
 }
@@ -135,7 +142,9 @@ async function analyzeAndWrite(
   const split = inputs.info;
   let analysis: Analysis;
   try {
-    analysis = analyze(model, inputs.x, {
+    analysis = await analyzeInWorkers(model, inputs.x, {
+      workers: run.workers ?? defaultWorkers(),
+      backend: run.backend,
       ...(inputs.mask === null ? {} : { mask: inputs.mask }),
       mlp: run.mlp,
       maxIterations: run.iterations,

@@ -20,6 +20,7 @@ export const LAYERS = [
   ["robustness"],
   ["analysis"],
   ["report"],
+  ["parallel"],
   ["cli"],
   ["index.ts"],
 ];

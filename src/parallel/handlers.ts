@@ -1,0 +1,11 @@
+import { ANALYZE_TASK } from "./analyzeTask.ts";
+import { runRegisteredTask, registerTask } from "./tasks.ts";
+
+/**
+ * The worker side: every built-in task registered, and the function the pool calls with each
+ * task (worker.mjs exports it). A new kind of parallel work is one file with its handler plus
+ * one line here.
+ */
+registerTask(ANALYZE_TASK);
+
+export { runRegisteredTask as runTask };

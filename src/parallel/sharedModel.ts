@@ -1,0 +1,63 @@
+import type { ModelConfig } from "../nn/config.ts";
+import { createModel, type Model } from "../nn/create.ts";
+
+/**
+ * A model as the workers receive it: its config and every parameter in one SharedArrayBuffer,
+ * so that sending it with each task copies nothing (a SharedArrayBuffer is shared, not cloned,
+ * by postMessage) and every worker reads the same bytes.
+ */
+export interface SharedModel {
+  /** Identifies this model (and these weights) across tasks, so a worker builds it once. */
+  key: string;
+  config: ModelConfig;
+  /** float32 values of every parameter, back to back, in `layout` order. */
+  buffer: SharedArrayBuffer;
+  /** Each parameter's name, offset (in floats) and shape. */
+  layout: { name: string; offset: number; shape: number[] }[];
+}
+
+let nextKey = 0;
+
+/**
+ * Packs a model's parameters into one SharedArrayBuffer.
+ *
+ * @example const shared = shareModel(model); // send `shared` with each task
+ */
+export function shareModel(model: Model): SharedModel {
+  const weights = model.getWeights();
+  let total = 0;
+  const layout: SharedModel["layout"] = [];
+  for (const [name, w] of weights) {
+    layout.push({ name, offset: total, shape: [...w.shape] });
+    total += w.data.length;
+  }
+  const buffer = new SharedArrayBuffer(4 * total);
+  const view = new Float32Array(buffer);
+  for (const entry of layout) view.set(weights.get(entry.name)!.data, entry.offset);
+  return { key: `${process.pid}-${nextKey++}-${Date.now()}`, config: model.config, buffer, layout };
+}
+
+/**
+ * The model a {@link SharedModel} describes, built in this thread (weights copied into its
+ * tfjs variables). The caller owns and disposes it.
+ *
+ * @throws errors of createModel / setWeights on a config or layout that does not match.
+ * @example const model = unshareModel(task.model);
+ */
+export function unshareModel(shared: SharedModel): Model {
+  const model = createModel(shared.config, 0);
+  const view = new Float32Array(shared.buffer);
+  const weights = new Map(
+    shared.layout.map((e) => {
+      const size = e.shape.reduce((a, b) => a * b, 1);
+      return [e.name, { data: view.slice(e.offset, e.offset + size), shape: e.shape }];
+    }),
+  );
+  try {
+    model.setWeights(weights);
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+  return model;
+}

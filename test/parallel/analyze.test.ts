@@ -1,0 +1,83 @@
+// Issue 12: analysis in worker threads. Inputs are independent, so slices analysed by a pool
+// and joined in order must give the single-thread analysis value for value; a user error in
+// one slice must come back as the same one-line error.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { tf, useBackend } from "../../src/backend.ts";
+import { analyze } from "../../src/analysis/analyze.ts";
+import { loadEmbeddedMnist } from "../../src/data/mnist.ts";
+import { modelPreset } from "../../src/nn/config.ts";
+import { createModel } from "../../src/nn/create.ts";
+import type { TransformerClassifier } from "../../src/nn/model.ts";
+import { analyzeInWorkers } from "../../src/parallel/analyzeTask.ts";
+import { checkWorkers } from "../../src/parallel/pool.ts";
+import { InputError } from "../../src/util/errors.ts";
+import { runAttnlip } from "../helpers/cli.ts";
+import { tinyText } from "../helpers/tinyText.ts";
+
+await useBackend("wasm");
+
+/** An analysis without its timings (the only field that may differ between runs). */
+const values = (a: object) => JSON.stringify({ ...a, seconds: null });
+
+test("a ViT analysed by 2 workers gives the single-thread analysis value for value, with progress over all inputs", async () => {
+  const model = createModel(modelPreset("vit-micro"), 4) as TransformerClassifier;
+  const digits = loadEmbeddedMnist({ seed: 1, trainSize: 10, testSize: 10 }).test;
+  const x = tf.tensor4d(digits.images, [10, 28, 28, 1]);
+  try {
+    const options = { maxIterations: 200, seed: 3 };
+    const one = analyze(model, x, options);
+    const seen: number[] = [];
+    const two = await analyzeInWorkers(model, x, { ...options, workers: 2, onProgress: (done) => seen.push(done) });
+    assert.equal(values(two), values(one));
+    assert.equal(two.inputs, 10);
+    assert.deepEqual(seen.sort((a, b) => a - b).at(-1), 10);
+    assert.ok(seen.length >= 2, `progress per slice: ${seen}`);
+  } finally {
+    x.dispose();
+    model.dispose();
+  }
+});
+
+test("a text model with padding analysed by 2 workers gives the single-thread analysis", async () => {
+  const model = createModel(tinyText({ vocabSize: 40, maxLength: 8 }), 2) as unknown as TransformerClassifier;
+  const ids = tf.tensor2d(Array.from({ length: 8 * 6 }, (_, i) => (i % 6 === 0 ? 1 : 3 + ((i * 7) % 30))), [8, 6], "int32");
+  const mask = tf.tensor2d(Array.from({ length: 8 * 6 }, (_, i) => (i % 6 < 3 + (Math.floor(i / 6) % 4) ? 1 : 0)), [8, 6]);
+  try {
+    const options = { mask, maxIterations: 200 };
+    const one = analyze(model, ids, options);
+    const two = await analyzeInWorkers(model, ids, { ...options, workers: 2 });
+    assert.equal(values(two), values(one));
+  } finally {
+    tf.dispose([ids, mask]);
+    model.dispose();
+  }
+});
+
+test("non-finite logits in a worker's slice are the same one-line InputError, naming the inputs in the whole set", async () => {
+  const model = createModel(modelPreset("vit-micro"), 4) as TransformerClassifier;
+  const pixels = new Float32Array(8 * 784).fill(0.5);
+  pixels.fill(NaN, 5 * 784, 6 * 784); // input 6 of 8, in the second slice
+  const x = tf.tensor4d(pixels, [8, 28, 28, 1]);
+  try {
+    const expected = /^model: its logits are not finite at inputs 5\.\.8: the weights are broken or overflow/;
+    assert.throws(() => analyze(model, x, { batchSize: 4, truth: { heads: false, blocks: false } }), (e: unknown) => expected.test((e as Error).message));
+    await assert.rejects(analyzeInWorkers(model, x, { workers: 2, truth: { heads: false, blocks: false } }), (e: unknown) => {
+      assert.ok(e instanceof InputError, String(e));
+      assert.match((e as Error).message, expected);
+      return true;
+    });
+  } finally {
+    x.dispose();
+    model.dispose();
+  }
+});
+
+test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
+  assert.equal(checkWorkers(3, "analyze"), 3);
+  assert.throws(() => checkWorkers(0, "analyze"), /analyze: --workers: must be an integer from 1 to 256, got 0/);
+  const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--workers", "0"]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1);
+  assert.match(r.stderr, /analyze: --workers: must be an integer from 1 to 256, got "0"/);
+});
