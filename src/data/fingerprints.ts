@@ -108,27 +108,51 @@ export function heldOutPositions(
  * @throws RangeError on a fingerprint that is not 16 hex digits.
  */
 export function encodeFingerprints(set: Fingerprints): string {
+  return fingerprintBytes(set).toString("base64");
+}
+
+/** The sorted 8-byte fingerprints, back to back. @throws RangeError on a fingerprint that is not 16 hex digits. */
+function fingerprintBytes(set: Fingerprints): Buffer {
   const sorted = [...set].sort();
   const bytes = Buffer.alloc(8 * sorted.length);
   sorted.forEach((fp, i) => {
     if (!/^[0-9a-f]{16}$/.test(fp)) throw new RangeError(`encodeFingerprints: "${fp}" is not 16 hex digits`);
     bytes.write(fp, 8 * i, "hex");
   });
-  return bytes.toString("base64");
+  return bytes;
+}
+
+/**
+ * A digest of a set of fingerprints (SHA-256 of the sorted 8-byte values, "sha256:" and 16
+ * hex digits), recorded in train_state.json so that a fingerprints.json emptied, zeroed or
+ * edited since training is refused.
+ *
+ * @example fingerprintDigest(new Set(["0000000000000001"])) // "sha256:..."
+ */
+export function fingerprintDigest(set: Fingerprints): string {
+  return "sha256:" + createHash("sha256").update(fingerprintBytes(set)).digest("hex").slice(0, 16);
 }
 
 /**
  * The set {@link encodeFingerprints} wrote.
  *
  * @param count the number of fingerprints recorded beside them.
- * @throws RangeError when the text is not base64 of count * 8 bytes.
+ * @throws RangeError when the text is not canonical base64 of count * 8 bytes, or the
+ *   fingerprints are not sorted and distinct (as encodeFingerprints writes them).
  */
 export function decodeFingerprints(base64: string, count: number): Set<string> {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(base64)) throw new RangeError("fingerprints: not base64 text");
   const bytes = Buffer.from(base64, "base64");
+  if (bytes.toString("base64") !== base64) throw new RangeError("fingerprints: not canonical base64 (padding or trailing bits)");
   if (bytes.length !== 8 * count)
     throw new RangeError(`fingerprints: ${bytes.length} bytes, expected ${8 * count} (${count} fingerprints of 8 bytes)`);
   const set = new Set<string>();
-  for (let i = 0; i < count; i++) set.add(bytes.subarray(8 * i, 8 * i + 8).toString("hex"));
+  let previous = "";
+  for (let i = 0; i < count; i++) {
+    const fp = bytes.subarray(8 * i, 8 * i + 8).toString("hex");
+    if (fp <= previous) throw new RangeError(`fingerprints: not sorted and distinct at fingerprint ${i + 1}`);
+    set.add(fp);
+    previous = fp;
+  }
   return set;
 }

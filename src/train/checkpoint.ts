@@ -12,7 +12,13 @@ import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
 import { WordTokenizer } from "../data/text/tokenizer.ts";
-import { decodeFingerprints, encodeFingerprints, type FingerprintInput, type Fingerprints } from "../data/fingerprints.ts";
+import {
+  decodeFingerprints,
+  encodeFingerprints,
+  fingerprintDigest,
+  type FingerprintInput,
+  type Fingerprints,
+} from "../data/fingerprints.ts";
 
 /**
  * Training checkpoints: a folder holding
@@ -72,6 +78,12 @@ export const TrainStateSchema = z.strictObject({
      * these (absent in older checkpoints).
      */
     testLeftOut: z.number().int().min(0).optional(),
+    /**
+     * The training inputs' fingerprints in fingerprints.json: how many, and their digest
+     * (data/fingerprints.ts fingerprintDigest), so that a file removed, emptied or edited since
+     * training is refused (absent in older checkpoints, which have no fingerprints.json).
+     */
+    fingerprints: z.strictObject({ count: z.number().int().min(1), digest: z.string() }).optional(),
     /** Text data: the label of each class id (absent for images). */
     labels: z.array(z.string()).optional(),
     /** Text files: the columns / keys read (absent for images and the corpus). */
@@ -154,8 +166,8 @@ const FingerprintFileSchema = z.strictObject({
   input: z.enum(["float32-pixels", "int32-token-ids"]),
   /** First 64 bits of SHA-256 of the input's little-endian bytes. */
   hash: z.literal("sha256-64"),
-  /** Distinct training inputs. */
-  count: z.number().int().min(0),
+  /** Distinct training inputs (a run trains on at least one). */
+  count: z.number().int().min(1),
   /** The fingerprints, 8 bytes each, sorted, base64. */
   fingerprints: z.string(),
 });
@@ -380,8 +392,11 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
       if (tokenizer.size > config.vocabSize || tokenizer.maxLength > config.maxLength)
         fail(dir, `tokenizer.json: ${tokenizer.size} tokens / length ${tokenizer.maxLength} do not fit the model (vocabSize ${config.vocabSize}, maxLength ${config.maxLength})`);
     }
+    const recordedInputs = trainState.data.fingerprints;
+    if (recordedInputs !== undefined && !existsSync(join(dir, "fingerprints.json")))
+      fail(dir, `missing fingerprints.json (train_state.json records ${recordedInputs.count} training-input fingerprints; without them a copy of the training data cannot be recognised)`);
     const trainingInputs = existsSync(join(dir, "fingerprints.json"))
-      ? await readTrainingInputs(dir, config)
+      ? await readTrainingInputs(dir, config, recordedInputs)
       : null;
     return { model, config, trainState, tokenizer, trainingInputs };
   } catch (e) {
@@ -391,7 +406,11 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
 }
 
 /** Reads and checks fingerprints.json: its schema, its size, and that it hashes this model's kind of input. */
-async function readTrainingInputs(dir: string, config: ModelConfig): Promise<TrainingInputs> {
+async function readTrainingInputs(
+  dir: string,
+  config: ModelConfig,
+  recorded: TrainState["data"]["fingerprints"],
+): Promise<TrainingInputs> {
   const parsed = FingerprintFileSchema.safeParse(await readJson(dir, "fingerprints.json"));
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -401,11 +420,18 @@ async function readTrainingInputs(dir: string, config: ModelConfig): Promise<Tra
   const expected: FingerprintInput = config.kind === "text" ? "int32-token-ids" : "float32-pixels";
   if (file.input !== expected)
     fail(dir, `fingerprints.json: input "${file.input}", a ${config.kind} model's training inputs are "${expected}"`);
+  let fingerprints: Set<string>;
   try {
-    return { input: file.input, fingerprints: decodeFingerprints(file.fingerprints, file.count) };
+    fingerprints = decodeFingerprints(file.fingerprints, file.count);
   } catch (e) {
     fail(dir, `fingerprints.json: ${(e as Error).message}`);
   }
+  if (recorded !== undefined && (recorded.count !== fingerprints.size || recorded.digest !== fingerprintDigest(fingerprints)))
+    fail(
+      dir,
+      `fingerprints.json holds ${fingerprints.size} fingerprints (${fingerprintDigest(fingerprints)}), train_state.json records ${recorded.count} (${recorded.digest}); edited or mixed checkpoint files`,
+    );
+  return { input: file.input, fingerprints };
 }
 
 /**

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { batchCount, SeededRng, type ImageDataset } from "../data/dataset.ts";
-import { fingerprintInput, fingerprintSet, heldOutPositions } from "../data/fingerprints.ts";
+import { fingerprintDigest, fingerprintInput, fingerprintSet, heldOutPositions } from "../data/fingerprints.ts";
 import { changedDataError, checkRebuiltSplit, splitDigests } from "../data/heldOut.ts";
 import { dataPath } from "../data/identity.ts";
 import type { TextDataset } from "../data/text/dataset.ts";
@@ -150,6 +150,13 @@ function heldOutTest(
   return { dataset: { ...dataset, test: kind.select(dataset.test, kept) } as AnyDataset, trainingInputs, testLeftOut: seen.length };
 }
 
+/** Records in the train state how many test examples were left out, and the training inputs' fingerprint count and digest. */
+function recordHeldOut(state: TrainState, held: { trainingInputs: TrainingInputs; testLeftOut: number }): void {
+  state.data.testLeftOut = held.testLeftOut;
+  const { fingerprints } = held.trainingInputs;
+  state.data.fingerprints = { count: fingerprints.size, digest: fingerprintDigest(fingerprints) };
+}
+
 /**
  * A new run: settings validated, data loaded (the tokenizer built from the training split for
  * text), the model initialised with `seed`, a fresh AdamW, the train state with the split's
@@ -256,7 +263,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     await writeFileAtomically(join(out, "metrics.jsonl"), "");
   }
   const held = heldOutTest(kind, dataset);
-  state.data.testLeftOut = held.testLeftOut;
+  recordHeldOut(state, held);
   return { model, optimizer, state, out, kind, ...held };
 }
 
@@ -301,7 +308,7 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
     optimizer.setState(await loadOptimizerState(out, model, state));
     await truncateMetrics(join(out, "metrics.jsonl"), state.step);
     const held = heldOutTest(kind, dataset);
-    state.data.testLeftOut = held.testLeftOut;
+    recordHeldOut(state, held);
     return { model, optimizer, state, out, kind, ...held };
   } catch (e) {
     model.dispose();

@@ -130,8 +130,11 @@ test("a text checkpoint's training rows are left out of a re-sorted copy, a copy
   assert.deepEqual(refused.stderr.trim().split("\n").length, 1);
   assert.match(refused.stderr, /every one of the \d+ test examples of csv:.*train-only\.csv has the same input as a training example of this checkpoint; nothing held out to evaluate/);
 
-  // An older checkpoint (no fingerprints.json) cannot recognise the copy, and says so.
+  // An older checkpoint (no fingerprints.json, nothing recorded about it) cannot recognise the copy, and says so.
   rmSync(join(out, "fingerprints.json"));
+  const olderState = JSON.parse(readFileSync(join(out, "train_state.json"), "utf8"));
+  delete olderState.data.fingerprints;
+  writeFileSync(join(out, "train_state.json"), JSON.stringify(olderState));
   const older = await loadCheckpoint(out);
   older.model.dispose();
   assert.equal(older.trainingInputs, null);
@@ -227,10 +230,21 @@ test("a malformed fingerprints.json is refused, naming the file and what is wron
   r.model.dispose();
   const path = join(out, "fingerprints.json");
   const good = JSON.parse(readFileSync(path, "utf8"));
+  const bytes = Buffer.from(good.fingerprints, "base64");
+  const zeros = Buffer.alloc(bytes.length).toString("base64");
+  const duplicated = Buffer.concat([bytes.subarray(0, 8), bytes.subarray(0, 8), bytes.subarray(16)]).toString("base64");
+  const state = JSON.parse(readFileSync(join(out, "train_state.json"), "utf8"));
+  assert.deepEqual(state.data.fingerprints.count, 64);
+  assert.match(state.data.fingerprints.digest, /^sha256:[0-9a-f]{16}$/);
   for (const [edit, pattern] of [
     [{ ...good, count: good.count + 1 }, /fingerprints\.json: fingerprints: 512 bytes, expected 520/],
     [{ ...good, input: "float32-pixels" }, /fingerprints\.json: input "float32-pixels", a text model's training inputs are "int32-token-ids"/],
     [{ ...good, hash: "md5" }, /fingerprints\.json: hash: /],
+    // Found by a newcomer: each of these was accepted, and training rows were evaluated.
+    [{ ...good, count: 0, fingerprints: "" }, /fingerprints\.json: count: /],
+    [{ ...good, fingerprints: zeros }, /fingerprints: not sorted and distinct at fingerprint 2/],
+    [{ ...good, fingerprints: duplicated }, /fingerprints: not sorted and distinct at fingerprint 2/],
+    [{ ...good, fingerprints: good.fingerprints.replace(/=+$/, "") + (good.fingerprints.endsWith("=") ? "" : "A") }, /fingerprints: (not canonical base64|\d+ bytes, expected)/],
   ] as const) {
     writeFileSync(path, JSON.stringify(edit));
     await assert.rejects(loadCheckpoint(out), (e: unknown) => {
@@ -239,4 +253,11 @@ test("a malformed fingerprints.json is refused, naming the file and what is wron
       return true;
     });
   }
+  // Fingerprints that are valid but not the ones recorded at training (another run's), and a
+  // file removed from a checkpoint that records it, are refused too.
+  const other = [...bytes.subarray(8)]; // drop the first fingerprint: sorted, distinct, 63 of them
+  writeFileSync(path, JSON.stringify({ ...good, count: 63, fingerprints: Buffer.from(other).toString("base64") }));
+  await assert.rejects(loadCheckpoint(out), /fingerprints\.json holds 63 fingerprints \(sha256:[0-9a-f]{16}\), train_state\.json records 64 \(sha256:[0-9a-f]{16}\); edited or mixed checkpoint files/);
+  rmSync(path);
+  await assert.rejects(loadCheckpoint(out), /missing fingerprints\.json \(train_state\.json records 64 training-input fingerprints/);
 });
