@@ -6,13 +6,16 @@ import { modelPreset } from "../src/nn/config.ts";
 import { createModel } from "../src/nn/create.ts";
 import type { TransformerClassifier } from "../src/nn/model.ts";
 import { analyzeInWorkers } from "../src/parallel/analyzeTask.ts";
+import { attackInWorkers } from "../src/parallel/attackTask.ts";
+import { IMAGE_INPUTS } from "../src/robustness/modelInputs/index.ts";
 import { renderTable } from "../src/util/table.ts";
 
 /**
- * Issue 12's analysis benchmark: `attnlip analyze`'s work (every bound, network, block and
+ * Issue 12's benchmark of work in worker threads. Analysis: `attnlip analyze`'s work (every bound, network, block and
  * head true values) on 16 embedded digits with vit-tiny, in this thread and over 2 workers
  * (the worker time includes starting the pool), as a throughput ratio against the single
- * thread, in the same run. The process's peak resident memory (worker threads included) is
+ * thread, in the same run; attacks likewise (FGSM and PGD-10 at 3 radii on 64 digits, 2
+ * batches). The process's peak resident memory (worker threads included) is
  * reported after each.
  */
 export async function benchParallel(): Promise<Record<string, unknown>> {
@@ -32,8 +35,20 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
   await analyzeInWorkers(model, x, { ...options, workers: 2 });
   const two = (performance.now() - t) / 1000;
   const rss2 = peak();
+  // Attacks: PGD (10 steps) and FGSM at 3 radii on 64 digits, batches of 32, as `attnlip attack` runs them.
+  const inputs = await IMAGE_INPUTS.load(model, { who: "bench", data: "mnist", trained: null, seed: 0, n: 64 }, {});
+  const attackOptions = { eps: [0, 0.05, 0.1, 0.2], steps: 10, batchSize: 32, seed: 0 };
+  t = performance.now();
+  await attackInWorkers(model, inputs, { ...attackOptions, workers: 1 });
+  const attackOne = (performance.now() - t) / 1000;
+  t = performance.now();
+  await attackInWorkers(model, inputs, { ...attackOptions, workers: 2 });
+  const attackTwo = (performance.now() - t) / 1000;
+  const rss3 = peak();
+  inputs.dispose();
   x.dispose();
   model.dispose();
+  console.log(`attack, vit-tiny, 64 digits, FGSM + PGD-10 at 3 radii, batches of 32: 1 thread ${attackOne.toFixed(1)} s, 2 workers ${attackTwo.toFixed(1)} s (speed-up ${(attackOne / attackTwo).toFixed(2)}x)`);
   const rows = [
     ["1 (this thread, reference)", single, n / single, 1, rss1],
     ["2 workers (pool start included)", two, n / two, single / two, rss2],
@@ -45,6 +60,7 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
     cores: availableParallelism(),
     seconds: { one: single, twoWorkers: two },
     speedUp: single / two,
-    peakRssMiB: { start: rss0, afterOne: rss1, afterTwoWorkers: rss2 },
+    attack: { inputs: 64, seconds: { one: attackOne, twoWorkers: attackTwo }, speedUp: attackOne / attackTwo },
+    peakRssMiB: { start: rss0, afterOne: rss1, afterTwoWorkers: rss2, afterAttacks: rss3 },
   };
 }

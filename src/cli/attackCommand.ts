@@ -24,6 +24,7 @@ export interface RawAttackOptions {
   seed?: string;
   attack?: string;
   backend?: string;
+  workers?: string;
   out?: string;
   textColumn?: string;
   labelColumn?: string;
@@ -44,6 +45,7 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   seed: "--seed",
   attack: "--attack",
   backend: "--backend",
+  workers: "--workers",
   out: "--out",
   textColumn: "--text-column",
   labelColumn: "--label-column",
@@ -141,6 +143,7 @@ const AttackFlagsSchema = z.object({
   backend: z
     .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
     .optional(),
+  workers: numberFlag(COUNT(256)).optional(),
   out: z.string().min(1, "must not be empty").optional(),
   ...TEXT_FILE_FLAGS,
 });
@@ -161,6 +164,8 @@ export interface AttackFlags {
   /** Registered attack names, in the order they run. */
   attacks: string[];
   backend: BackendName;
+  /** Worker threads (parallel/attackTask.ts; undefined: the number of cores). */
+  workers?: number;
   out?: string;
 }
 
@@ -194,6 +199,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
     seed: f.seed ?? d.seed,
     attacks: f.attack ?? [...d.attacks],
     backend: f.backend ?? d.backend,
+    ...(f.workers === undefined ? {} : { workers: f.workers }),
     out: f.out,
   };
 }
@@ -250,6 +256,10 @@ export function attackCommand(): Command {
       `${orList(attackChoices())}, or several names separated by commas; both = ${d.attacks.join(" and ")} [both]. Attacks: ${attacks}`,
     )
     .option("--backend <name>", `wasm or cpu [${d.backend}]`)
+    .option(
+      "--workers <int>",
+      "worker threads, each attacking whole batches with its own model copy (1: no workers; the results are the same) [the number of cores]",
+    )
     .option(
       "--out <file>",
       "where attack.json goes [CHECKPOINT/attack.json; none with --random-init]",

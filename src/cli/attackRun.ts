@@ -14,8 +14,10 @@ import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
-import { evaluateIn, type RobustnessEvaluation } from "../robustness/evaluate.ts";
-import { lipschitzProxyIn, type LipschitzProxy } from "../robustness/lipschitzProxy.ts";
+import type { RobustnessEvaluation } from "../robustness/evaluate.ts";
+import type { LipschitzProxy } from "../robustness/lipschitzProxy.ts";
+import { attackInWorkers } from "../parallel/attackTask.ts";
+import { defaultWorkers } from "../parallel/pool.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
@@ -287,9 +289,12 @@ async function prepare(
   try {
     inputs.checkEps(run.eps, run.norm, "attack");
     const p = announce(run, source, inputs.count, kind.attackNoun, inputs.info);
-    const evaluation = evaluateIn(inputs.space, inputs.labels, evaluationOptions(run, p.onProgress), "attack");
+    const { evaluation, proxy } = await attackInWorkers(model, inputs, {
+      ...evaluationOptions(run, p.onProgress),
+      workers: run.workers ?? defaultWorkers(),
+      backend: run.backend,
+    });
     p.end();
-    const proxy = lipschitzProxyIn(inputs.space, inputs.labels, { batchSize: run.batch }, "attack");
     return { evaluation, proxy, count: inputs.count, spec: inputs.spec, split: inputs.info };
   } finally {
     inputs.dispose();

@@ -1,10 +1,11 @@
-import { tf, useBackend, type BackendName } from "../backend.ts";
+import { useBackend, type BackendName, type tf } from "../backend.ts";
 import { analyze, analyzeExamples, finishAnalysis, type Analysis, type AnalysisPart, type AnalyzeOptions } from "../analysis/analyze.ts";
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { WorkerPool } from "./pool.ts";
-import { shareModel, unshareModel, type SharedModel } from "./sharedModel.ts";
+import { shareModel, workerModel, type SharedModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
+import { sliceRows, toTensor, type TensorData } from "./tensorData.ts";
 
 /**
  * Analysis in worker threads: the inputs are independent (each input's bounds and true values
@@ -12,13 +13,6 @@ import type { TaskSpec } from "./tasks.ts";
  * ({@link analyzeExamples}) and joined in input order ({@link finishAnalysis}): the result is
  * the single-process one, value for value (only the timings differ; a test compares them).
  */
-
-/** A tensor's values as structured clone carries them. */
-interface TensorData {
-  data: Float32Array | Int32Array;
-  shape: number[];
-  dtype: "float32" | "int32";
-}
 
 /** What one worker analyses. */
 interface AnalyzeTaskPayload {
@@ -29,25 +23,14 @@ interface AnalyzeTaskPayload {
   options: Omit<AnalyzeOptions, "mask" | "onProgress">;
 }
 
-// One model per worker, rebuilt only when a task brings another one.
-let cached: { key: string; model: Model } | null = null;
-
-function modelFor(shared: SharedModel): Model {
-  if (cached?.key !== shared.key) {
-    cached?.model.dispose();
-    cached = { key: shared.key, model: unshareModel(shared) };
-  }
-  return cached.model;
-}
-
 /** The worker side: analyses one slice, keeping every attention row for the join. */
 export const ANALYZE_TASK: TaskSpec<AnalyzeTaskPayload, AnalysisPart> = {
   name: "analyze",
   async run(task) {
     await useBackend(task.backend);
-    const model = modelFor(task.model) as TransformerClassifier;
-    const x = tf.tensor(task.inputs.data, task.inputs.shape, task.inputs.dtype);
-    const mask = task.mask === null ? null : tf.tensor(task.mask.data, task.mask.shape, task.mask.dtype);
+    const model = workerModel(task.model) as TransformerClassifier;
+    const x = toTensor(task.inputs);
+    const mask = task.mask === null ? null : toTensor(task.mask);
     try {
       return analyzeExamples(model, x, { ...task.options, mask });
     } finally {
@@ -56,12 +39,6 @@ export const ANALYZE_TASK: TaskSpec<AnalyzeTaskPayload, AnalysisPart> = {
     }
   },
 };
-
-/** Rows [start, start + size) of a tensor's values. */
-function rows(values: Float32Array | Int32Array, shape: number[], start: number, size: number): TensorData["data"] {
-  const per = shape.slice(1).reduce((a, b) => a * b, 1);
-  return values.slice(start * per, (start + size) * per);
-}
 
 /** The fewest inputs a worker is given (fewer run in this thread). */
 export const MIN_SLICE = 4;
@@ -105,7 +82,6 @@ export async function analyzeInWorkers(
   const shared = shareModel(model as unknown as Model);
   const values = (await inputs.data()) as Float32Array | Int32Array;
   const maskValues = mask ? ((await mask.data()) as Float32Array | Int32Array) : null;
-  const dtype = inputs.dtype === "int32" ? "int32" : "float32";
   const pool = new WorkerPool(Math.min(workers, slices.length));
   let done = 0;
   try {
@@ -114,11 +90,8 @@ export async function analyzeInWorkers(
         const payload: AnalyzeTaskPayload = {
           model: shared,
           backend: backend ?? "wasm",
-          inputs: { data: rows(values, inputs.shape, start, size), shape: [size, ...inputs.shape.slice(1)], dtype },
-          mask:
-            maskValues === null || !mask
-              ? null
-              : { data: rows(maskValues, mask.shape, start, size), shape: [size, ...mask.shape.slice(1)], dtype: mask.dtype === "int32" ? "int32" : "float32" },
+          inputs: sliceRows(values, inputs, start, size),
+          mask: maskValues === null || !mask ? null : sliceRows(maskValues, mask, start, size),
           options: { ...rest, maxAttentionRows: Infinity, inputOffset: start },
         };
         const part = await pool.run<AnalysisPart>("analyze", payload);

@@ -1,4 +1,5 @@
 import { ANALYZE_TASK } from "./analyzeTask.ts";
+import { ATTACK_TASK } from "./attackTask.ts";
 import { runRegisteredTask, registerTask } from "./tasks.ts";
 
 /**
@@ -7,5 +8,6 @@ import { runRegisteredTask, registerTask } from "./tasks.ts";
  * one line here.
  */
 registerTask(ANALYZE_TASK);
+registerTask(ATTACK_TASK);
 
 export { runRegisteredTask as runTask };

@@ -61,3 +61,21 @@ export function unshareModel(shared: SharedModel): Model {
   }
   return model;
 }
+
+// One model per worker thread, rebuilt only when a task brings another one.
+let cached: { key: string; model: Model } | null = null;
+
+/**
+ * In a worker: the model of a task, built once per {@link SharedModel.key} and kept for the
+ * next task (the previous one is disposed when another model arrives). Do not dispose it.
+ *
+ * @example const model = workerModel(task.model);
+ */
+export function workerModel(shared: SharedModel): Model {
+  if (cached?.key !== shared.key) {
+    cached?.model.dispose();
+    cached = null;
+    cached = { key: shared.key, model: unshareModel(shared) };
+  }
+  return cached.model;
+}

@@ -37,6 +37,11 @@ export interface EvaluateRobustnessOptions {
   onProgress?: (done: number, total: number) => void;
   /** Where a warning goes (at most once per call) [console.warn]. */
   onWarning?: (message: string) => void;
+  /**
+   * The index of the first batch among all batches of the evaluation these examples belong to
+   * (a worker's slice of whole batches), so each batch keeps its random-start stream [0].
+   */
+  batchOffset?: number;
 }
 
 /** One attack at one radius. */
@@ -81,6 +86,52 @@ export interface RobustnessEvaluation {
   seconds: number;
 }
 
+/**
+ * The evaluation of consecutive slices of the examples (each from {@link evaluateIn} with its
+ * batchOffset) as one: per-example flags concatenated in order, accuracies and zero-gradient
+ * fractions over all examples, the first part's step sizes, the given wall time.
+ *
+ * @throws RangeError on no parts or parts with other radii or attacks.
+ * @example joinEvaluations([first, second], 12.5).cleanAccuracy
+ */
+export function joinEvaluations(parts: readonly RobustnessEvaluation[], seconds: number): RobustnessEvaluation {
+  if (parts.length === 0) throw new RangeError("joinEvaluations: expected at least one part");
+  const n = parts.reduce((a, p) => a + p.count, 0);
+  const join = (pick: (p: RobustnessEvaluation) => Uint8Array): Uint8Array => {
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (const p of parts) {
+      out.set(pick(p), at);
+      at += p.count;
+    }
+    return out;
+  };
+  const sum = (flags: Uint8Array) => flags.reduce((a, c) => a + c, 0);
+  const cleanCorrect = join((p) => p.cleanCorrect);
+  const correct = sum(cleanCorrect);
+  const results = parts[0].results.map((r, e) => {
+    const attacks: RobustnessAtEps["attacks"] = {};
+    for (const name of Object.keys(r.attacks)) {
+      const pick = (p: RobustnessEvaluation) => {
+        const outcome = p.results[e]?.attacks[name];
+        if (p.results[e]?.eps !== r.eps || outcome === undefined)
+          throw new RangeError(`joinEvaluations: the parts differ in radius ${e} or attack ${name}`);
+        return outcome;
+      };
+      const success = join((p) => pick(p).success);
+      const zeroGradient = join((p) => pick(p).zeroGradient);
+      attacks[name] = {
+        robustAccuracy: (correct - sum(success)) / n,
+        success,
+        zeroGradient,
+        zeroGradientFraction: r.attacks[name]!.zeroGradientFraction === null ? null : sum(zeroGradient) / n,
+      };
+    }
+    return { eps: r.eps, stepSize: r.stepSize, attacks };
+  });
+  return { count: n, cleanAccuracy: correct / n, cleanCorrect, results, seconds };
+}
+
 /** A stream seed for (seed, eps index, batch index), so each batch's random start differs. */
 function streamSeed(seed: number, epsIndex: number, batchIndex: number): number {
   return (seed ^ Math.imul(epsIndex + 1, 0x85ebca6b) ^ Math.imul(batchIndex + 1, 0x9e3779b1)) >>> 0;
@@ -122,6 +173,9 @@ export function evaluateIn(
     ),
   );
   const batchSize = checkCount(options.batchSize ?? ATTACK_DEFAULTS.batch, "batchSize", who);
+  const batchOffset = options.batchOffset ?? 0;
+  if (!Number.isSafeInteger(batchOffset) || batchOffset < 0)
+    throw new RangeError(`${who}: batchOffset must be an integer >= 0, got ${batchOffset}`);
   space.check(who);
   const n = space.count;
   const y = labelTensor(labels, n, space.classes, who);
@@ -155,7 +209,7 @@ export function evaluateIn(
             batch,
             kind: space.kind,
             labels: yb,
-            settings: { ...common[e], seed: streamSeed(common[e].seed, e, j) },
+            settings: { ...common[e], seed: streamSeed(common[e].seed, e, j + batchOffset) },
             who: attackWho(name, space.kind),
             onWarning: tally.warnOnce,
             onZeroGradient,

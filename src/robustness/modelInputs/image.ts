@@ -55,6 +55,7 @@ export const IMAGE_INPUTS: ModelInputKind = {
   attackNoun: "test examples",
   units: "input",
   defaultEps: (norm) => [...ATTACK_DEFAULTS.eps.image[norm]],
+  space: (model, x, _mask, clip) => imageSpace(model, x, clip),
   async load(model, request) {
     if (model.config.kind !== "vit") throw new InputError(`${request.who}: image inputs need a ViT, this is a ${model.config.kind} model`);
     const chosen = await imageEvaluationSplit(request);
@@ -73,7 +74,7 @@ export const IMAGE_INPUTS: ModelInputKind = {
       labels: split.labels,
       x: images,
       mask: null,
-      space: imageSpace(model, images, chosen.range),
+      space: IMAGE_INPUTS.space(model, images, null, chosen.range),
       checkEps: (eps, norm, who) => checkImageEps(eps, norm, chosen.range, split.shape, chosen.spec, who),
       dispose: () => images.dispose(),
     };

@@ -7,6 +7,7 @@ import type { TransformerClassifier } from "../../nn/model.ts";
 import { InputError } from "../../util/errors.ts";
 import type { DefaultNorm } from "../defaults.ts";
 import type { InputSpace } from "../inputSpace.ts";
+import type { ClipRange } from "../loss.ts";
 
 /**
  * What a kind of model is evaluated on, said once so that the commands that evaluate a model
@@ -78,6 +79,13 @@ export interface ModelInputKind {
    *   check that fails.
    */
   load(model: TransformerClassifier, request: EvaluationRequest, reading: ReadingOptions): Promise<ModelInputs>;
+  /**
+   * The input space of inputs like {@link ModelInputs.x} and .mask (a worker rebuilds it from
+   * them), clipped to `clip` where the space has a valid range.
+   *
+   * @throws RangeError on inputs the space refuses.
+   */
+  space(model: TransformerClassifier, x: tf.Tensor, mask: tf.Tensor | null, clip: ClipRange): InputSpace;
 }
 
 const KINDS = new Map<string, ModelInputKind>();

@@ -22,6 +22,10 @@ export const TEXT_INPUTS: ModelInputKind = {
   attackNoun: "test texts in token-embedding space (no clipping)",
   units: "embedding",
   defaultEps: (norm) => [...ATTACK_DEFAULTS.eps.text[norm]],
+  space(model, x, mask, _clip) {
+    if (mask === null) throw new RangeError("text inputs: the padding mask is missing");
+    return embeddingSpace(model as unknown as TextClassifier, { ids: x, mask }, "attack");
+  },
   async load(model, request, reading) {
     const config = model.config;
     if (config.kind !== "text") throw new InputError(`${request.who}: text inputs need a text model, this is a ${config.kind} model`);

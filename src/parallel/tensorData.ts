@@ -1,0 +1,33 @@
+import { tf } from "../backend.ts";
+
+/**
+ * Tensors as the workers receive them: their values, shape and dtype, which structured clone
+ * carries (a tfjs tensor lives in one thread's backend and cannot be sent).
+ */
+
+/** A tensor's values, shape and dtype. */
+export interface TensorData {
+  data: Float32Array | Int32Array;
+  shape: number[];
+  dtype: "float32" | "int32";
+}
+
+/**
+ * Rows [start, start + size) of a tensor whose values were read once (`values`), as
+ * {@link TensorData} (a copy).
+ *
+ * @example sliceRows(await x.data(), x, 8, 4).shape // [4, ...x.shape.slice(1)]
+ */
+export function sliceRows(values: Float32Array | Int32Array, like: tf.Tensor, start: number, size: number): TensorData {
+  const per = like.shape.slice(1).reduce((a, b) => a * b, 1);
+  return {
+    data: values.slice(start * per, (start + size) * per),
+    shape: [size, ...like.shape.slice(1)],
+    dtype: like.dtype === "int32" ? "int32" : "float32",
+  };
+}
+
+/** The tensor of {@link TensorData} in this thread's backend (the caller disposes it). */
+export function toTensor(d: TensorData): tf.Tensor {
+  return tf.tensor(d.data, d.shape, d.dtype);
+}
