@@ -1,12 +1,9 @@
 import { useBackend, type BackendName } from "../backend.ts";
-import { createModel } from "../nn/create.ts";
-import { modelPreset } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import { describeSplit, trainedData, type TrainedData } from "../data/evaluationInputs.ts";
+import { describeSplit } from "../data/evaluationInputs.ts";
+import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { checkDataTask, modelInputs, type ModelInputs } from "../robustness/modelInputs/index.ts";
-import type { WordTokenizer } from "../data/text/tokenizer.ts";
-import { loadCheckpoint } from "../train/checkpoint.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import type { Analysis } from "../analysis/analyze.ts";
@@ -73,26 +70,7 @@ export type AnalyzeResult = Analysis & { split: EvaluationSplit };
  */
 export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   await useBackend(run.backend);
-  let model: TransformerClassifier;
-  let source: string;
-  let tokenizer: WordTokenizer | null = null;
-  let trained: TrainedData | null = null;
-  if (run.checkpoint !== undefined) {
-    const ckpt = await loadCheckpoint(run.checkpoint);
-    model = ckpt.model as TransformerClassifier;
-    tokenizer = ckpt.tokenizer;
-    trained = trainedData(ckpt);
-    source = run.checkpoint;
-  } else {
-    let config;
-    try {
-      config = modelPreset(run.model);
-    } catch (error) {
-      throw new InputError(`analyze: --model: ${(error as Error).message}`);
-    }
-    model = createModel(config, run.seed) as TransformerClassifier;
-    source = `${run.model} (random init, seed ${run.seed})`;
-  }
+  const { model, source, tokenizer, trained } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
   try {
     // Before any work: an output folder that cannot be written is refused now, not after the analysis.
     const out = outFolder(run);

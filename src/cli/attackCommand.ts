@@ -2,8 +2,7 @@ import { Command } from "commander";
 import { z } from "zod";
 import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
-import { parseDataSpec } from "../data/dataset.ts";
-import { isTextDataSpec } from "../data/text/dataset.ts";
+import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
@@ -106,13 +105,9 @@ const AttackFlagsSchema = z.object({
     .string()
     .superRefine((s, ctx) => {
       try {
-        if (!isTextDataSpec(s)) parseDataSpec(s);
+        parseSpec(s); // any registered source, image or text
       } catch {
-        ctx.addIssue({
-          code: "custom",
-          message:
-            "expected mnist, idx:DIR or cifar10:DIR (images), or spam, csv:FILE or jsonl:FILE (text)",
-        });
+        ctx.addIssue({ code: "custom", message: `expected ${specForms()}` });
       }
     })
     .optional(),
@@ -227,7 +222,7 @@ export function attackCommand(): Command {
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
     .option(
       "--data <spec>",
-      "mnist (embedded) | idx:DIR | cifar10:DIR | spam | csv:FILE | jsonl:FILE; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]",
+      `${specForms()}; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]`,
     )
     .option(
       "--text-column <name>",

@@ -4,16 +4,14 @@ import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import { formatNumber, renderTable } from "../util/table.ts";
 import type { AttackFlags } from "./attackCommand.ts";
-import { describeSplit, trainedData, type TrainedData } from "../data/evaluationInputs.ts";
+import { describeSplit, type TrainedData } from "../data/evaluationInputs.ts";
+import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath } from "../io/outPath.ts";
-import { modelPreset } from "../nn/config.ts";
-import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
-import { loadCheckpoint } from "../train/checkpoint.ts";
 import type { RobustnessEvaluation } from "../robustness/evaluate.ts";
 import type { LipschitzProxy } from "../robustness/lipschitzProxy.ts";
 import { attackInWorkers } from "../parallel/attackTask.ts";
@@ -21,7 +19,7 @@ import { defaultWorkers } from "../parallel/pool.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackLabel } from "../robustness/registry.ts";
+import { attackLabel, attackSpec } from "../robustness/registry.ts";
 
 export type { AttackRecord };
 
@@ -76,36 +74,17 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   ) as AttackRun;
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
-  let model: TransformerClassifier;
-  let source: string;
-  let tokenizer: WordTokenizer | null = null;
-  let trained: TrainedData | null = null;
-  if (partial.checkpoint !== undefined) {
-    const ckpt = await loadCheckpoint(partial.checkpoint);
-    model = ckpt.model as TransformerClassifier;
-    tokenizer = ckpt.tokenizer;
-    trained = trainedData(ckpt);
-    source = partial.checkpoint;
-  } else {
-    let config;
-    try {
-      config = modelPreset(partial.model);
-    } catch (error) {
-      throw new InputError(`attack: --model: ${(error as Error).message}`);
-    }
-    model = createModel(config, partial.seed) as TransformerClassifier;
-    source = `${partial.model} (random init, seed ${partial.seed})`;
-  }
+  const { model, source, tokenizer, trained } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
   const out =
     partial.out ??
     (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
-  const kind = modelInputs(model.config.kind, "attack");
-  const run = {
-    ...partial,
-    data: given.data ?? trained?.spec ?? kind.defaultData,
-    eps: given.eps ?? kind.defaultEps(partial.norm),
-  };
   try {
+    const kind = modelInputs(model.config.kind, "attack");
+    const run = {
+      ...partial,
+      data: given.data ?? trained?.spec ?? kind.defaultData,
+      eps: given.eps ?? kind.defaultEps(partial.norm),
+    };
     // Before any work: an --out that cannot be written is refused now, not after the attack.
     if (out !== undefined)
       checkOutPath(
@@ -244,9 +223,15 @@ function announce(
     "attack",
     (done, total) => `  attacked ${done}/${total} (batch, eps, attack) units`,
   );
+  // Steps and step size only for the attacks that take them (registry: each attack's options).
+  const iterative = run.attacks.filter((a) => attackSpec(a, "attack").options.steps !== undefined);
+  const steps =
+    iterative.length === 0
+      ? ""
+      : `${run.steps} ${iterative.map(attackLabel).join("/")} steps, step size ${run.stepSize ?? "2.5 * eps / steps"} `;
   console.log(
     `attacking ${source} on ${count} ${what}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
-      `${run.steps} PGD steps, step size ${run.stepSize ?? "2.5 * eps / steps"} (${run.backend} backend)`,
+      `${steps}(${run.backend} backend)`,
   );
   console.log(`  data: ${describeSplit(split)}`);
   return p;

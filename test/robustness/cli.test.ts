@@ -67,7 +67,7 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     [{ seed: "5000000000" }, /^attack: --seed: must be an integer from 0 to 4294967295/],
     [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm or both/],
     [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
-    [{ data: "imagenet" }, /^attack: --data: expected mnist, idx:DIR or cifar10:DIR/],
+    [{ data: "imagenet" }, /^attack: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE, got "imagenet"/],
   ];
   for (const [raw, pattern] of cases)
     assert.throws(

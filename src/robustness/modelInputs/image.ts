@@ -42,8 +42,11 @@ export function checkImageEps(
 }
 
 /**
- * A ViT's inputs: images [N, H, W, C] in the data set's pixel range (mnist, idx:DIR,
+ * A ViT's inputs: images float32 [N, H, W, C] in the data set's pixel range (mnist, idx:DIR,
  * cifar10:DIR), attacked in pixel space and clipped to that range.
+ *
+ * load throws InputError for a model that is not a ViT, images of another size than the
+ * model's, and the held-out checks' refusals (data/evaluationInputs.ts).
  *
  * @example const inputs = await IMAGE_INPUTS.load(vit, { who: "attack", data: "mnist", trained: null, seed: 0, n: 8 }, {});
  */

@@ -94,7 +94,7 @@ const KINDS = new Map<string, ModelInputKind>();
  * Registers the inputs of a model kind.
  *
  * @throws Error when the model kind already has one.
- * @example registerModelInputs({ modelKind: "audio", task: "image", ... })
+ * @example registerModelInputs({ ...IMAGE_INPUTS, modelKind: "toy-vit" }) // a ViT variant reading images
  */
 export function registerModelInputs(kind: ModelInputKind): ModelInputKind {
   if (KINDS.has(kind.modelKind)) throw new Error(`registerModelInputs: model kind "${kind.modelKind}" already has inputs`);
@@ -102,7 +102,12 @@ export function registerModelInputs(kind: ModelInputKind): ModelInputKind {
   return kind;
 }
 
-/** Removes a registration (tests). @returns whether there was one. */
+/**
+ * Removes a registration (tests).
+ *
+ * @returns whether there was one.
+ * @example unregisterModelInputs("toy-vit") // true after the registration above
+ */
 export function unregisterModelInputs(modelKind: string): boolean {
   return KINDS.delete(modelKind);
 }

@@ -8,9 +8,14 @@ import { embeddingSpace } from "../inputSpace.ts";
 import type { ModelInputKind } from "./registry.ts";
 
 /**
- * A text classifier's inputs: token ids [N, n] with their padding mask, encoded with the
- * checkpoint's tokenizer (spam, csv:FILE, jsonl:FILE), attacked in token-embedding space
- * (padding rows never move, no clipping: robustness/inputSpace.ts).
+ * A text classifier's inputs: token ids int32 [N, n] with their padding mask float32 [N, n],
+ * encoded with the checkpoint's tokenizer (spam, csv:FILE, jsonl:FILE), attacked in
+ * token-embedding space [N, n, d] (padding rows never move, no clipping:
+ * robustness/inputSpace.ts).
+ *
+ * load throws InputError for a model that is not a text model, data with more classes than
+ * the model, unreadable data and the held-out checks' refusals; space throws RangeError
+ * without a mask.
  *
  * @example const inputs = await TEXT_INPUTS.load(model, { who: "analyze", data: "spam", trained: null, seed: 0, n: 8 }, {});
  */

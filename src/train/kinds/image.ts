@@ -3,22 +3,29 @@ import { batches, loadDataset, selectExamples, type ImageDataset, type ImageSpli
 import { modelConfigForData } from "../modelConfig.ts";
 import type { ModelBatch, TrainingKind } from "./registry.ts";
 
+const DEFAULT_MODEL = "vit-tiny";
+
 /**
  * Image training data (mnist, idx:DIR, cifar10:DIR): a ViT whose image size, channels and
- * classes come from the data; batches of flattened pixels [b, H*W*C].
+ * classes come from the data (a preset's patch size must divide the image side); batches of
+ * flattened pixels float32 [b, H*W*C] in the data set's range.
+ *
+ * loadFresh and reload throw InputError on unreadable data (IdxError, Cifar10Error) and on a
+ * model that does not fit the images (train/modelConfig.ts modelConfigForData).
  *
  * @example const { dataset, config } = await IMAGE_TRAINING.loadFresh("mnist", { seed: 0, limit: 256 });
  */
 export const IMAGE_TRAINING: TrainingKind = {
   task: "image",
-  defaultModel: "vit-tiny",
+  modelKind: "vit",
+  defaultModel: DEFAULT_MODEL,
   rateUnit: "img/s",
-  owns: (dataset) => (dataset as { kind?: string }).kind !== "text",
+  owns: (dataset) => "images" in dataset.train,
   async loadFresh(spec, options, given) {
     const dataset =
       (given as ImageDataset | undefined) ??
       (await loadDataset(spec, { seed: options.seed, limit: options.limit, testLimit: options.testLimit }));
-    return { dataset, config: modelConfigForData(options.model ?? "vit-tiny", dataset) };
+    return { dataset, config: modelConfigForData(options.model ?? DEFAULT_MODEL, dataset) };
   },
   reload: (state) =>
     loadDataset(state.data.spec, {

@@ -49,6 +49,8 @@ export interface FreshDataOptions {
 export interface TrainingKind {
   /** The data task ("image", "text"). */
   task: DataTask;
+  /** The model config kind that trains on it ("vit", "text"). */
+  modelKind: string;
   /** The model preset when none is given ("vit-tiny", "text-tiny"). */
   defaultModel: string;
   /** Throughput unit in progress and epoch lines ("img/s", "examples/s"). */
@@ -110,7 +112,12 @@ export function trainingKind(task: DataTask): TrainingKind {
   return kind;
 }
 
-/** The training kind of a loaded data set. @throws Error when no registered kind owns it. */
+/**
+ * The training kind of a loaded data set.
+ *
+ * @throws Error when no registered kind owns it.
+ * @example kindOfDataset(await loadDataset("mnist")).task // "image"
+ */
 export function kindOfDataset(dataset: AnyDataset): TrainingKind {
   for (const kind of KINDS.values()) if (kind.owns(dataset)) return kind;
   throw new Error(`kindOfDataset: no training kind owns the data set ${dataset.spec}`);
@@ -120,13 +127,21 @@ export function kindOfDataset(dataset: AnyDataset): TrainingKind {
  * The training kind of a data spec (unknown specs: images, whose loader names the accepted
  * forms).
  *
+ * @throws Error when the spec's task has no training kind registered.
  * @example kindOfSpec("csv:mail.csv").task // "text"
  */
 export function kindOfSpec(spec: string): TrainingKind {
   return trainingKind(specTask(spec) ?? "image");
 }
 
-/** The training kind of a model config's kind ("vit" reads images, "text" reads text). */
-export function kindOfModel(config: ModelConfig): TrainingKind {
-  return trainingKind(config.kind === "text" ? "text" : "image");
+/**
+ * The training kind whose models are of this config's kind ("vit" trains on images, "text" on
+ * text).
+ *
+ * @throws Error when no registered kind trains this kind of model.
+ * @example kindOfModel(modelPreset("text-tiny")).task // "text"
+ */
+export function kindOfModel(config: Pick<ModelConfig, "kind">): TrainingKind {
+  for (const kind of KINDS.values()) if (kind.modelKind === config.kind) return kind;
+  throw new Error(`kindOfModel: no training kind is registered for a "${config.kind}" model`);
 }

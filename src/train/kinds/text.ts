@@ -4,21 +4,28 @@ import { InputError } from "../../util/errors.ts";
 import { baseTextConfig, modelConfigForText } from "../modelConfig.ts";
 import type { ModelBatch, TrainingKind } from "./registry.ts";
 
+const DEFAULT_MODEL = "text-tiny";
+
 /**
  * Text training data (spam, csv:FILE, jsonl:FILE): the tokenizer is built from the training
  * split with the model's vocabulary size and length (saved as tokenizer.json); batches of
- * token ids trimmed to their longest row, with the padding mask; train_state.json records the
- * class names, columns and encoding.
+ * token ids int32 [b, n] trimmed to their longest row (n <= maxLength), with the padding mask
+ * float32 [b, n] (1 = real token); train_state.json records the class names, columns and
+ * encoding.
+ *
+ * loadFresh throws InputError "model: text data needs a text model" for a ViT, and the
+ * loader's InputErrors (unreadable file, missing column, unknown label); reload the latter.
  *
  * @example const { dataset, config } = await TEXT_TRAINING.loadFresh("spam", { seed: 0, limit: 512 });
  */
 export const TEXT_TRAINING: TrainingKind = {
   task: "text",
-  defaultModel: "text-tiny",
+  modelKind: "text",
+  defaultModel: DEFAULT_MODEL,
   rateUnit: "examples/s",
   owns: (dataset) => (dataset as { kind?: string }).kind === "text",
   async loadFresh(spec, options, given) {
-    const model = options.model ?? "text-tiny";
+    const model = options.model ?? DEFAULT_MODEL;
     const base = baseTextConfig(model);
     if (base.kind !== "text") throw new InputError("model: text data needs a text model");
     const dataset =
