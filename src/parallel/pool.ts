@@ -9,9 +9,18 @@ import { unwrapReply, type TaskReply } from "./tasks.ts";
  * inputs). Tasks are registered by name (tasks.ts); worker.mjs is every thread's entry.
  */
 
-/** The default number of workers: the cores this process may use. */
+/**
+ * The default number of workers: ATTNLIP_WORKERS when set (an integer from 1 to 256; the test
+ * runner sets 1 so that small runs do not each start a pool), else the cores this process may
+ * use.
+ *
+ * @throws InputError when ATTNLIP_WORKERS is set to anything else.
+ * @example defaultWorkers() // 2 on a 2-core machine
+ */
 export function defaultWorkers(): number {
-  return availableParallelism();
+  const env = process.env.ATTNLIP_WORKERS;
+  if (env === undefined || env === "") return availableParallelism();
+  return checkWorkers(Number(env), "ATTNLIP_WORKERS");
 }
 
 /**
@@ -22,7 +31,7 @@ export function defaultWorkers(): number {
  */
 export function checkWorkers(workers: number, who: string): number {
   if (!Number.isInteger(workers) || workers < 1 || workers > 256)
-    throw new InputError(`${who}: --workers: must be an integer from 1 to 256, got ${workers}`);
+    throw new InputError(`${who}${who === "ATTNLIP_WORKERS" ? "" : ": --workers"}: must be an integer from 1 to 256, got ${workers}`);
   return workers;
 }
 
