@@ -76,13 +76,7 @@ function checkLimit(name: string, value: number | undefined): void {
 export function takeFirst(split: ImageSplit, n: number): ImageSplit {
   if (!Number.isInteger(n) || n < 0) throw new RangeError(`takeFirst: n must be an integer >= 0, got ${n}`);
   if (n >= split.count) return split;
-  return {
-    images: split.images.slice(0, n * imageSize(split)),
-    labels: split.labels.slice(0, n),
-    count: n,
-    shape: split.shape,
-    indices: split.indices.slice(0, n),
-  };
+  return selectExamples(split, Array.from({ length: n }, (_, i) => i));
 }
 
 /**

@@ -1,11 +1,12 @@
-import { useBackend, type BackendName, type tf } from "../backend.ts";
+import { type BackendName, type tf } from "../backend.ts";
 import { analyze, analyzeExamples, finishAnalysis, type Analysis, type AnalysisPart, type AnalyzeOptions } from "../analysis/analyze.ts";
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { WorkerPool } from "./pool.ts";
-import { shareModel, workerModel, type SharedModel } from "./sharedModel.ts";
+import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
-import { sliceRows, toTensor, type TensorData } from "./tensorData.ts";
+import { sliceRows } from "./tensorData.ts";
+import { withModelInputs, type ModelInputsPayload } from "./workerInputs.ts";
 
 /**
  * Analysis in worker threads: the inputs are independent (each input's bounds and true values
@@ -15,29 +16,14 @@ import { sliceRows, toTensor, type TensorData } from "./tensorData.ts";
  */
 
 /** What one worker analyses. */
-interface AnalyzeTaskPayload {
-  model: SharedModel;
-  backend: BackendName;
-  inputs: TensorData;
-  mask: TensorData | null;
+interface AnalyzeTaskPayload extends ModelInputsPayload {
   options: Omit<AnalyzeOptions, "mask" | "onProgress">;
 }
 
 /** The worker side: analyses one slice, keeping every attention row for the join. */
 export const ANALYZE_TASK: TaskSpec<AnalyzeTaskPayload, AnalysisPart> = {
   name: "analyze",
-  async run(task) {
-    await useBackend(task.backend);
-    const model = workerModel(task.model) as TransformerClassifier;
-    const x = toTensor(task.inputs);
-    const mask = task.mask === null ? null : toTensor(task.mask);
-    try {
-      return analyzeExamples(model, x, { ...task.options, mask });
-    } finally {
-      x.dispose();
-      mask?.dispose();
-    }
-  },
+  run: (task) => withModelInputs(task, (model, x, mask) => analyzeExamples(model, x, { ...task.options, mask })),
 };
 
 /** The fewest inputs a worker is given (fewer run in this thread). */
@@ -90,7 +76,7 @@ export async function analyzeInWorkers(
         const payload: AnalyzeTaskPayload = {
           model: shared,
           backend: backend ?? "wasm",
-          inputs: sliceRows(values, inputs, start, size),
+          x: sliceRows(values, inputs, start, size),
           mask: maskValues === null || !mask ? null : sliceRows(maskValues, mask, start, size),
           options: { ...rest, maxAttentionRows: Infinity, inputOffset: start },
         };

@@ -1,4 +1,4 @@
-import { useBackend, type BackendName } from "../backend.ts";
+import type { BackendName } from "../backend.ts";
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { evaluateIn, joinEvaluations, type EvaluateRobustnessOptions, type RobustnessEvaluation } from "../robustness/evaluate.ts";
@@ -8,9 +8,10 @@ import { modelInputs, type ModelInputs } from "../robustness/modelInputs/index.t
 import { checkCount, resolveAttackOptions } from "../robustness/options.ts";
 import { resolveAttacks } from "../robustness/tally.ts";
 import { WorkerPool } from "./pool.ts";
-import { shareModel, workerModel, type SharedModel } from "./sharedModel.ts";
+import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
-import { sliceRows, toTensor, type TensorData } from "./tensorData.ts";
+import { sliceRows } from "./tensorData.ts";
+import { withModelInputs, type ModelInputsPayload } from "./workerInputs.ts";
 
 /**
  * Attacks in worker threads: examples are attacked in batches whose random starts depend only
@@ -23,11 +24,7 @@ import { sliceRows, toTensor, type TensorData } from "./tensorData.ts";
 type WorkerEvaluateOptions = Omit<EvaluateRobustnessOptions, "onProgress" | "onWarning">;
 
 /** What one worker attacks. */
-interface AttackTaskPayload {
-  model: SharedModel;
-  backend: BackendName;
-  x: TensorData;
-  mask: TensorData | null;
+interface AttackTaskPayload extends ModelInputsPayload {
   clip: ClipRange;
   labels: Int32Array;
   options: WorkerEvaluateOptions;
@@ -44,22 +41,14 @@ interface AttackTaskResult {
 /** The worker side: evaluation and proxy of one slice of whole batches. */
 export const ATTACK_TASK: TaskSpec<AttackTaskPayload, AttackTaskResult> = {
   name: "attack",
-  async run(task) {
-    await useBackend(task.backend);
-    const model = workerModel(task.model) as TransformerClassifier;
-    const x = toTensor(task.x);
-    const mask = task.mask === null ? null : toTensor(task.mask);
-    try {
+  run: (task) =>
+    withModelInputs(task, (model, x, mask) => {
       const space = modelInputs(model.config.kind, "attack").space(model, x, mask, task.clip);
       const warnings: string[] = [];
       const evaluation = evaluateIn(space, task.labels, { ...task.options, onWarning: (m) => warnings.push(m) }, "attack");
       const proxy = lipschitzProxyIn(space, task.labels, { batchSize: task.options.batchSize }, "attack");
       return { evaluation, margins: proxy.margins, lipschitz: proxy.lipschitz, warnings };
-    } finally {
-      x.dispose();
-      mask?.dispose();
-    }
-  },
+    }),
 };
 
 /** Options of {@link attackInWorkers}: the evaluation's, the worker count and their backend. */

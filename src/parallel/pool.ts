@@ -61,8 +61,8 @@ export class WorkerPool {
    * @returns the task's value.
    * @throws InputError when the task threw one (bad input in its slice); Error otherwise.
    */
-  async run<R>(name: string, payload: unknown, transferList?: Transferable[]): Promise<R> {
-    const reply = (await this.pool.run({ name, payload }, transferList ? { transferList: transferList as never } : {})) as TaskReply;
+  async run<R>(name: string, payload: unknown): Promise<R> {
+    const reply = (await this.pool.run({ name, payload })) as TaskReply;
     return unwrapReply<R>(reply);
   }
 

@@ -74,7 +74,7 @@ let cached: { key: string; model: Model } | null = null;
 export function workerModel(shared: SharedModel): Model {
   if (cached?.key !== shared.key) {
     cached?.model.dispose();
-    cached = null;
+    cached = null; // not left pointing at a disposed model if the next one fails to build
     cached = { key: shared.key, model: unshareModel(shared) };
   }
   return cached.model;

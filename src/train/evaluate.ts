@@ -48,7 +48,7 @@ export function evaluateBatches(model: Model, batches: Iterable<ModelBatch>, who
 }
 
 /** The first `limit` positions of a split (all when undefined). */
-function firstPositions(count: number, limit: number | undefined): Int32Array {
+export function firstPositions(count: number, limit: number | undefined): Int32Array {
   return Int32Array.from({ length: Math.min(count, limit ?? count) }, (_, i) => i);
 }
 

@@ -1,6 +1,6 @@
 import type { TextSplit } from "../data/text/dataset.ts";
 import type { Model } from "../nn/create.ts";
-import { evaluateBatches, type Evaluation } from "./evaluate.ts";
+import { evaluateBatches, firstPositions, type Evaluation } from "./evaluate.ts";
 import { TEXT_TRAINING } from "./kinds/text.ts";
 
 /**
@@ -18,7 +18,6 @@ export function evaluateText(
   split: TextSplit,
   options: { batchSize?: number; limit?: number } = {},
 ): Evaluation {
-  const n = Math.min(split.count, options.limit ?? split.count);
-  const order = Int32Array.from({ length: n }, (_, i) => i);
+  const order = firstPositions(split.count, options.limit);
   return evaluateBatches(model, TEXT_TRAINING.batches(split, order, options.batchSize ?? 250), "evaluateText");
 }

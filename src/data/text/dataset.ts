@@ -208,14 +208,7 @@ export function takeFirstText(split: TextSplit, n: number): TextSplit {
   if (!Number.isInteger(n) || n < 0)
     throw new RangeError(`takeFirstText: n must be an integer >= 0, got ${n}`);
   if (n >= split.count) return split;
-  return {
-    ids: split.ids.slice(0, n * split.length),
-    lengths: split.lengths.slice(0, n),
-    labels: split.labels.slice(0, n),
-    count: n,
-    length: split.length,
-    indices: split.indices.slice(0, n),
-  };
+  return selectTextExamples(split, Array.from({ length: n }, (_, i) => i));
 }
 
 /**
