@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { endianness } from "node:os";
 import type { ImageSplit } from "./dataset.ts";
 import type { TextSplit } from "./text/dataset.ts";
 
@@ -28,8 +29,14 @@ function hash(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex").slice(0, 16);
 }
 
-/** Little-endian bytes of float32 or int32 values, whatever the platform's byte order. */
+const LITTLE_ENDIAN = endianness() === "LE";
+
+/**
+ * Little-endian bytes of float32 or int32 values, whatever the platform's byte order (on a
+ * little-endian platform, the values' own bytes, not a copy: this runs once per example).
+ */
 function littleEndian(values: Float32Array | Int32Array): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
   const view = new DataView(new ArrayBuffer(4 * values.length));
   if (values instanceof Float32Array) for (let i = 0; i < values.length; i++) view.setFloat32(4 * i, values[i], true);
   else for (let i = 0; i < values.length; i++) view.setInt32(4 * i, values[i], true);
