@@ -285,14 +285,15 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     const x = tf.slice(inputs, start, size);
     const mask = options.mask ? tf.slice(options.mask, start, size) : null;
     const { logits, trace } = model.forward(x, { trace: true, mask });
-    const finite = logits.dataSync().every(Number.isFinite);
+    const broken = nonFiniteRows(logits.dataSync(), size);
     logits.dispose();
-    if (!finite) {
+    if (broken.length) {
       disposeTrace(trace!);
       tf.dispose([x]);
       mask?.dispose();
+      const named = broken.slice(0, 5).map((e) => offset + start + e + 1).join(", ");
       throw new InputError(
-        `model: its logits are not finite at inputs ${offset + start + 1}..${offset + start + size}: the weights are broken or overflow (a diverged training run?)`,
+        `model: its logits are not finite at input${broken.length > 1 ? "s" : ""} ${named}${broken.length > 5 ? ", ..." : ""}: the weights are broken or overflow (a diverged training run?), or those inputs hold NaN or Infinity`,
       );
     }
     try {
@@ -363,6 +364,19 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     attentionMaps,
     seconds: { bounds: boundSeconds, truth: truthSeconds },
   };
+}
+
+/** Indices (0-based, within the batch) of the examples whose logits [size, classes] hold a non-finite value. */
+function nonFiniteRows(logits: ArrayLike<number>, size: number): number[] {
+  const classes = logits.length / size;
+  const broken: number[] = [];
+  for (let e = 0; e < size; e++)
+    for (let c = 0; c < classes; c++)
+      if (!Number.isFinite(logits[e * classes + c])) {
+        broken.push(e);
+        break;
+      }
+  return broken;
 }
 
 /**
@@ -474,7 +488,10 @@ function summarizeConvergence(
 
 /**
  * Reads the attention probabilities of a trace back to JS: p_(1), p_(2) and exact sigma of
- * every real query row into `rows`, and (for the first batch) the maps of input 0.
+ * every real query row into `rows`, and (for the first batch) the maps of input 0. Rows are
+ * appended input by input (then block, head, query row), so the order, and with it the
+ * subsample {@link finishAnalysis} keeps, does not depend on how the inputs were batched or
+ * sliced over workers.
  */
 function collectAttention(
   trace: NonNullable<ReturnType<TransformerClassifier["forward"]>["trace"]>,
@@ -483,16 +500,20 @@ function collectAttention(
   maps: AttentionMaps,
 ): void {
   const mask = trace.mask ? trace.mask.dataSync() : null;
-  for (const block of trace.blocks) {
-    const [b, heads, n] = block.attn.p.shape;
-    const p = block.attn.p.dataSync();
-    if (firstBatch) {
+  const probabilities = trace.blocks.map((block) => {
+    const [, heads, n] = block.attn.p.shape as [number, number, number, number];
+    return { p: block.attn.p.dataSync(), heads, n };
+  });
+  if (firstBatch)
+    for (const { p, heads, n } of probabilities) {
       maps.n = n;
       const layer: number[][] = [];
       for (let h = 0; h < heads; h++) layer.push(Array.from(p.subarray(h * n * n, (h + 1) * n * n), (v) => Math.round(v * 1e5) / 1e5));
       maps.maps.push(layer);
     }
-    for (let e = 0; e < b; e++)
+  const b = trace.blocks[0]?.attn.p.shape[0] ?? 0;
+  for (let e = 0; e < b; e++)
+    for (const { p, heads, n } of probabilities)
       for (let h = 0; h < heads; h++)
         for (let i = 0; i < n; i++) {
           if (mask && !mask[e * n + i]) continue;
@@ -500,5 +521,4 @@ function collectAttention(
           const st = rowStats(p, offset, n);
           rows.push({ top1: st.a, top2: st.b, sigma: solveSecular(st, p, offset) });
         }
-  }
 }

@@ -1,6 +1,7 @@
 import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import { InputError } from "../util/errors.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
@@ -105,6 +106,7 @@ export function analyzeCommand(): Command {
     )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
+      if (opts.workers === undefined) defaultWorkers(); // a bad ATTNLIP_WORKERS stops the run before anything loads
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)
@@ -126,7 +128,7 @@ export function analyzeCommand(): Command {
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,
         iterations: opts.iterations,
-        workers: opts.workers,
+        workers: opts.workers ?? defaultWorkers(),
       });
     });
 }

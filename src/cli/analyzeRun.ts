@@ -8,7 +8,7 @@ import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import type { Analysis } from "../analysis/analyze.ts";
 import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
-import { defaultWorkers } from "../parallel/pool.ts";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import { analysisTables } from "../analysis/table.ts";
 import { writeAnalysis } from "../analysis/files.ts";
 import { checkOutPath } from "../io/outPath.ts";

@@ -5,6 +5,7 @@ import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { firstFlagIssue, numberFlag, numberListFlag } from "./flags.ts";
@@ -261,6 +262,7 @@ export function attackCommand(): Command {
     )
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
+      if (flags.workers === undefined) defaultWorkers(); // a bad ATTNLIP_WORKERS stops the run before anything loads
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("attack: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

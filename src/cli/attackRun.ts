@@ -15,7 +15,7 @@ import { summarize } from "../stats.ts";
 import type { RobustnessEvaluation } from "../robustness/evaluate.ts";
 import type { LipschitzProxy } from "../robustness/lipschitzProxy.ts";
 import { attackInWorkers } from "../parallel/attackTask.ts";
-import { defaultWorkers } from "../parallel/pool.ts";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";

@@ -2,6 +2,7 @@ import { type BackendName, type tf } from "../backend.ts";
 import { analyze, analyzeExamples, finishAnalysis, type Analysis, type AnalysisPart, type AnalyzeOptions } from "../analysis/analyze.ts";
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
+import { checkWorkers } from "./workerCount.ts";
 import { WorkerPool } from "./pool.ts";
 import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
@@ -58,7 +59,7 @@ export async function analyzeInWorkers(
   options: ParallelAnalyzeOptions = {},
 ): Promise<Analysis> {
   const count = inputs.shape[0] ?? 0;
-  const workers = options.workers ?? 1;
+  const workers = checkWorkers(options.workers ?? 1, "analyzeInWorkers");
   // Slices of at least MIN_SLICE inputs: starting a worker (tsx, tfjs, the model) costs seconds.
   const per = Math.min(options.batchSize ?? 16, Math.max(MIN_SLICE, Math.ceil(count / Math.max(1, workers))));
   const slices: { start: number; size: number }[] = [];

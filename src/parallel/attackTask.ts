@@ -7,6 +7,7 @@ import type { ClipRange } from "../robustness/loss.ts";
 import { modelInputs, type ModelInputs } from "../robustness/modelInputs/index.ts";
 import { checkCount, resolveAttackOptions } from "../robustness/options.ts";
 import { resolveAttacks } from "../robustness/tally.ts";
+import { checkWorkers } from "./workerCount.ts";
 import { WorkerPool } from "./pool.ts";
 import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
@@ -76,7 +77,8 @@ export async function attackInWorkers(
   inputs: ModelInputs,
   options: ParallelAttackOptions,
 ): Promise<{ evaluation: RobustnessEvaluation; proxy: LipschitzProxy }> {
-  const { workers = 1, backend = "wasm", onProgress, onWarning, ...rest } = options;
+  const { workers: asked = 1, backend = "wasm", onProgress, onWarning, ...rest } = options;
+  const workers = checkWorkers(asked, "attackInWorkers");
   const batchSize = options.batchSize ?? 32;
   const n = inputs.count;
   const batches = Number.isInteger(batchSize) && batchSize > 0 ? Math.ceil(n / batchSize) : 1;

@@ -1,6 +1,4 @@
-import { availableParallelism } from "node:os";
 import { Piscina } from "piscina";
-import { InputError } from "../util/errors.ts";
 import { unwrapReply, type TaskReply } from "./tasks.ts";
 
 /**
@@ -8,32 +6,6 @@ import { unwrapReply, type TaskReply } from "./tasks.ts";
  * backend and model copy, for work that splits into independent pieces (analysis of many
  * inputs). Tasks are registered by name (tasks.ts); worker.mjs is every thread's entry.
  */
-
-/**
- * The default number of workers: ATTNLIP_WORKERS when set (an integer from 1 to 256; the test
- * runner sets 1 so that small runs do not each start a pool), else the cores this process may
- * use.
- *
- * @throws InputError when ATTNLIP_WORKERS is set to anything else.
- * @example defaultWorkers() // 2 on a 2-core machine
- */
-export function defaultWorkers(): number {
-  const env = process.env.ATTNLIP_WORKERS;
-  if (env === undefined || env === "") return availableParallelism();
-  return checkWorkers(Number(env), "ATTNLIP_WORKERS");
-}
-
-/**
- * Checks a worker count.
- *
- * @throws InputError `WHO: --workers: must be an integer from 1 to 256, got X`.
- * @example checkWorkers(2, "analyze") // 2
- */
-export function checkWorkers(workers: number, who: string): number {
-  if (!Number.isInteger(workers) || workers < 1 || workers > 256)
-    throw new InputError(`${who}${who === "ATTNLIP_WORKERS" ? "" : ": --workers"}: must be an integer from 1 to 256, got ${workers}`);
-  return workers;
-}
 
 /**
  * A fixed-size pool of worker threads; close it when done (workers hold tfjs backends).

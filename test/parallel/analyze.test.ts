@@ -10,7 +10,7 @@ import { modelPreset } from "../../src/nn/config.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { analyzeInWorkers } from "../../src/parallel/analyzeTask.ts";
-import { checkWorkers } from "../../src/parallel/pool.ts";
+import { checkWorkers } from "../../src/parallel/workerCount.ts";
 import { InputError } from "../../src/util/errors.ts";
 import { runAttnlip } from "../helpers/cli.ts";
 import { tinyText } from "../helpers/tinyText.ts";
@@ -21,12 +21,17 @@ await useBackend("wasm");
 const values = (a: object) => JSON.stringify({ ...a, seconds: null });
 
 test("a ViT analysed by 2 workers gives the single-thread analysis value for value, with progress over all inputs", async () => {
-  const model = createModel(modelPreset("vit-micro"), 4) as TransformerClassifier;
+  // Two blocks: the attention rows of several layers must be ordered the same way however the
+  // inputs are sliced.
+  const model = createModel({ ...modelPreset("vit-micro"), blocks: 2 }, 4) as TransformerClassifier;
   const digits = loadEmbeddedMnist({ seed: 1, trainSize: 10, testSize: 10 }).test;
   const x = tf.tensor4d(digits.images, [10, 28, 28, 1]);
   try {
-    const options = { maxIterations: 200, seed: 3 };
+    // Few attention rows kept, so the even subsample is taken from a row order that must not
+    // depend on how the inputs were sliced.
+    const options = { maxIterations: 200, seed: 3, maxAttentionRows: 37 };
     const one = analyze(model, x, options);
+    assert.ok(one.attentionRows.total! > 37, `rows: ${one.attentionRows.total}`);
     const seen: number[] = [];
     const two = await analyzeInWorkers(model, x, { ...options, workers: 2, onProgress: (done) => seen.push(done) });
     assert.equal(values(two), values(one));
@@ -60,8 +65,8 @@ test("non-finite logits in a worker's slice are the same one-line InputError, na
   pixels.fill(NaN, 5 * 784, 6 * 784); // input 6 of 8, in the second slice
   const x = tf.tensor4d(pixels, [8, 28, 28, 1]);
   try {
-    const expected = /^model: its logits are not finite at inputs 5\.\.8: the weights are broken or overflow/;
-    assert.throws(() => analyze(model, x, { batchSize: 4, truth: { heads: false, blocks: false } }), (e: unknown) => expected.test((e as Error).message));
+    const expected = /^model: its logits are not finite at input 6: the weights are broken or overflow/;
+    assert.throws(() => analyze(model, x, { truth: { heads: false, blocks: false } }), (e: unknown) => expected.test((e as Error).message));
     await assert.rejects(analyzeInWorkers(model, x, { workers: 2, truth: { heads: false, blocks: false } }), (e: unknown) => {
       assert.ok(e instanceof InputError, String(e));
       assert.match((e as Error).message, expected);
@@ -81,3 +86,14 @@ test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
   assert.equal(r.stderr.trim().split("\n").length, 1);
   assert.match(r.stderr, /analyze: --workers: must be an integer from 1 to 256, got "0"/);
 });
+
+test("a bad ATTNLIP_WORKERS stops analyze and attack before anything loads, quoting what was set (exit 2, one line)", () => {
+  for (const command of ["analyze", "attack"]) {
+    const r = runAttnlip([command, "--random-init", "--model", "vit-micro", "--n", "2"], { env: { ATTNLIP_WORKERS: "two" } });
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, /ATTNLIP_WORKERS: must be an integer from 1 to 256 \(or unset: the number of cores\), got "two"/);
+    assert.equal(r.stdout, "", `${command} printed before the check: ${r.stdout}`);
+  }
+});
+
