@@ -7,6 +7,7 @@ import { createModel } from "../src/nn/create.ts";
 import type { TransformerClassifier } from "../src/nn/model.ts";
 import { analyzeInWorkers } from "../src/parallel/analyzeTask.ts";
 import { attackInWorkers } from "../src/parallel/attackTask.ts";
+import { trainInWorkers } from "../src/parallel/trainTask.ts";
 import { IMAGE_INPUTS } from "../src/robustness/modelInputs/index.ts";
 import { renderTable } from "../src/util/table.ts";
 
@@ -15,8 +16,10 @@ import { renderTable } from "../src/util/table.ts";
  * head true values) on 16 embedded digits with vit-tiny, in this thread and over 2 workers
  * (the worker time includes starting the pool), as a throughput ratio against the single
  * thread, in the same run; attacks likewise (FGSM and PGD-10 at 3 radii on 64 digits, 2
- * batches). The process's peak resident memory (worker threads included) is
- * reported after each.
+ * batches); training likewise (vit-tiny, batches of 64 embedded digits, JaSMin on, the
+ * training steps' throughput as the trainer measures it: the pool starts before the first
+ * step). The process's peak resident memory (worker threads included) is reported after each,
+ * and the growth per worker as the peak with 2 workers minus the peak before, halved.
  */
 export async function benchParallel(): Promise<Record<string, unknown>> {
   await useBackend("wasm");
@@ -45,6 +48,15 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
   await attackInWorkers(model, inputs, { ...attackOptions, workers: 2 });
   const attackTwo = (performance.now() - t) / 1000;
   const rss3 = peak();
+  // Training: 12 steps of 64 digits with JaSMin (lambda 0.1), as `attnlip train --model vit-tiny --batch 64` runs them.
+  const trainOptions = { data: "mnist", model: "vit-tiny", epochs: 1, limit: 768, testLimit: 50, batchSize: 64, jasmin: { lambda: 0.1 }, progress: "none" as const, log: () => {}, out: null };
+  const rssTrain0 = peak();
+  const trainOne = await trainInWorkers({ ...trainOptions, workers: 1 });
+  trainOne.model.dispose();
+  const rssTrain1 = peak();
+  const trainTwo = await trainInWorkers({ ...trainOptions, workers: 2 });
+  trainTwo.model.dispose();
+  const rssTrain2 = peak();
   inputs.dispose();
   x.dispose();
   model.dispose();
@@ -55,12 +67,32 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
   ];
   console.log(`analyze, vit-tiny, ${n} digits, every true value, wasm, ${availableParallelism()} cores: throughput relative to one thread`);
   console.log(renderTable(["workers", "seconds", "inputs/s", "speed-up", "peak rss MiB so far"], rows));
+  const trainSpeedUp = trainTwo.imagesPerSecond / trainOne.imagesPerSecond;
+  console.log(`train, vit-tiny, 12 steps of 64 digits, JaSMin 0.1: training-step throughput relative to one thread`);
+  console.log(
+    renderTable(
+      ["workers", "step seconds", "images/s", "speed-up", "peak rss MiB so far"],
+      [
+        ["1 (this thread, reference)", trainOne.trainSeconds, trainOne.imagesPerSecond, 1, rssTrain1],
+        ["2 workers", trainTwo.trainSeconds, trainTwo.imagesPerSecond, trainSpeedUp, rssTrain2],
+      ],
+    ),
+  );
+  const perWorker = Math.max(rssTrain2 - rssTrain1, rss2 - rss1) / 2;
+  console.log(`peak memory added per worker: about ${perWorker.toFixed(0)} MiB (peak rss with 2 workers minus the peak before them, halved)`);
   return {
     inputs: n,
     cores: availableParallelism(),
     seconds: { one: single, twoWorkers: two },
     speedUp: single / two,
     attack: { inputs: 64, seconds: { one: attackOne, twoWorkers: attackTwo }, speedUp: attackOne / attackTwo },
-    peakRssMiB: { start: rss0, afterOne: rss1, afterTwoWorkers: rss2, afterAttacks: rss3 },
+    train: {
+      steps: 12,
+      batch: 64,
+      imagesPerSecond: { one: trainOne.imagesPerSecond, twoWorkers: trainTwo.imagesPerSecond },
+      speedUp: trainSpeedUp,
+    },
+    peakRssMiB: { start: rss0, afterOne: rss1, afterTwoWorkers: rss2, afterAttacks: rss3, beforeTraining: rssTrain0, afterTrainingOne: rssTrain1, afterTrainingTwo: rssTrain2 },
+    perWorkerMiB: perWorker,
   };
 }

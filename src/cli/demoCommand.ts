@@ -1,4 +1,5 @@
 import { Command, Option } from "commander";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface DemoFlags {
@@ -8,12 +9,14 @@ interface DemoFlags {
   seed: string;
   jasmin?: string;
   backend: string;
+  workers?: string;
 }
 
 /** The numeric flags' limits (the words of their errors come from util/numberFlag.ts). */
 const RULES = {
   seed: { integer: true, min: 0, max: 0xffffffff },
   jasmin: { min: 0, max: 100 },
+  workers: { integer: true, min: 1, max: 256 },
 } satisfies Record<string, NumberRule>;
 
 /**
@@ -22,10 +25,11 @@ const RULES = {
  * @throws InputError `demo: --seed: must be an integer from 0 to 4294967295, got "abc"` (the
  *   one wording of every command's numeric flags).
  */
-export function parseDemoNumbers(flags: Pick<DemoFlags, "seed" | "jasmin">): { seed: number; jasmin?: number } {
+export function parseDemoNumbers(flags: Pick<DemoFlags, "seed" | "jasmin" | "workers">): { seed: number; jasmin?: number; workers?: number } {
   return {
     seed: parseNumberFlag(flags.seed, "--seed", RULES.seed, "demo"),
     jasmin: flags.jasmin === undefined ? undefined : parseNumberFlag(flags.jasmin, "--jasmin", RULES.jasmin, "demo"),
+    workers: flags.workers === undefined ? undefined : parseNumberFlag(flags.workers, "--workers", RULES.workers, "demo"),
   };
 }
 
@@ -48,8 +52,10 @@ export function demoCommand(): Command {
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
     .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; --quick: 0.5)")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
+    .option("--workers <int>", "worker threads for training, analysis and attacks (1: this thread only) [the number of cores]")
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);
+      const workers = numbers.workers ?? defaultWorkers();
       const { runDemo } = await import("./demoRun.ts");
       const { demoSettings } = await import("./demoSettings.ts");
       const task = flags.task as "image" | "text";
@@ -59,6 +65,7 @@ export function demoCommand(): Command {
         seed: numbers.seed,
         jasmin: numbers.jasmin,
         backend: flags.backend as "wasm" | "cpu",
+        workers,
       });
     });
 }

@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
-import { train } from "../train/trainer.ts";
+import { trainInWorkers } from "../parallel/trainTask.ts";
 import { isCheckpointFolder } from "../train/checkpoint.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { runAnalyze } from "./analyzeRun.ts";
@@ -23,6 +23,8 @@ export interface DemoOptions {
   backend: BackendName;
   /** JaSMin weight of the second run; defaults to settings.jasmin. */
   jasmin?: number;
+  /** Worker threads of training, analysis and attacks [1]. */
+  workers?: number;
 }
 
 /** One trained model's figures in the demo's summary. */
@@ -79,7 +81,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
     const dir = join(out, run.name);
     if (isCheckpointFolder(dir)) await rm(dir, { recursive: true, force: true });
     step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} examples of ${settings.data}, ${settings.epochs} epoch(s)`);
-    const trained = await train({
+    const trained = await trainInWorkers({
+      workers: options.workers ?? 1,
+      backend,
       data: settings.data,
       model: settings.model as never,
       epochs: settings.epochs,
@@ -106,6 +110,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       blockTruth: true,
       iterations: settings.iterations,
       print: false,
+      workers: options.workers ?? 1,
     });
 
     step(`attacking ${run.name}: ${ATTACK_DEFAULTS.attacks.map(attackLabel).join(" and ")} (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
@@ -123,6 +128,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       seed,
       attacks: [...ATTACK_DEFAULTS.attacks],
       backend,
+      workers: options.workers ?? 1,
       out: join(dir, "attack.json"),
     });
     summaries.push(summarizeRun(run.name, run.jasmin, analysis, attack, trained));

@@ -12,9 +12,10 @@ import {
   type JasminReduce,
 } from "../train/jasmin.ts";
 import type { ProgressMode } from "../train/progress.ts";
-import { train } from "../train/trainer.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
+import { trainInWorkers } from "../parallel/trainTask.ts";
+import { defaultWorkers } from "../parallel/workerCount.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { firstFlagIssue, numberFlag } from "./flags.ts";
 
@@ -43,6 +44,7 @@ interface RawTrainOptions {
   backend?: string;
   resume?: string;
   progress?: string;
+  workers?: string;
 }
 
 /** Flag spelled as the user typed it, by option key. */
@@ -70,6 +72,7 @@ const FLAGS: Record<keyof RawTrainOptions, string> = {
   backend: "--backend",
   resume: "--resume",
   progress: "--progress",
+  workers: "--workers",
 };
 
 /** Options the checkpoint fixes: giving them with --resume is an error. */
@@ -141,6 +144,7 @@ const TrainFlagsSchema = z.object({
   backend: z.enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`).optional(),
   resume: z.string().min(1, "must not be empty").optional(),
   progress: z.enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none").optional(),
+  workers: numberFlag({ integer: true, min: 1, max: 256 }).optional(),
 });
 
 /** Validated flags. */
@@ -208,13 +212,20 @@ export function trainCommand(): Command {
     .option("--backend <name>", "wasm or cpu [wasm]")
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
     .option("--progress <mode>", "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]")
+    .option(
+      "--workers <int>",
+      "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding) [the number of cores]",
+    )
     .action(async (raw: RawTrainOptions, command: Command) => {
       if (command.args.length > 0) throw new InputError(`train: unexpected argument '${command.args[0]}'`);
       const flags = parseTrainFlags(raw);
       // Before any work: an --out that cannot be written is refused now, not after loading the data.
       if (flags.out !== undefined && flags.resume === undefined) checkOutPath(flags.out, "folder", "--out", "train");
+      const workers = flags.workers ?? defaultWorkers();
       await useBackend(flags.backend ?? "wasm");
-      const result = await train({
+      const result = await trainInWorkers({
+        workers,
+        backend: flags.backend ?? "wasm",
         data: flags.data,
         textColumn: flags.textColumn,
         labelColumn: flags.labelColumn,

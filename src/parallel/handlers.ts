@@ -1,6 +1,7 @@
 import { ANALYZE_TASK } from "./analyzeTask.ts";
 import { ATTACK_TASK } from "./attackTask.ts";
 import { runRegisteredTask, registerTask } from "./tasks.ts";
+import { TRAIN_READY_TASK, TRAIN_STEP_TASK } from "./trainTask.ts";
 
 /**
  * The worker side: every built-in task registered, and the function the pool calls with each
@@ -9,5 +10,7 @@ import { runRegisteredTask, registerTask } from "./tasks.ts";
  */
 registerTask(ANALYZE_TASK);
 registerTask(ATTACK_TASK);
+registerTask(TRAIN_READY_TASK);
+registerTask(TRAIN_STEP_TASK);
 
 export { runRegisteredTask as runTask };

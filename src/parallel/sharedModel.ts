@@ -38,6 +38,43 @@ export function shareModel(model: Model): SharedModel {
 }
 
 /**
+ * Writes a model's current parameters into its {@link SharedModel}'s buffer (after an optimizer
+ * step), so that workers can load them ({@link loadSharedWeights}) without any copy being sent.
+ *
+ * @throws Error when the model's parameters do not match the layout.
+ * @example optimizer.apply(grads, lr); writeSharedWeights(shared, model);
+ */
+export function writeSharedWeights(shared: SharedModel, model: Model): void {
+  const view = new Float32Array(shared.buffer);
+  const weights = model.getWeights();
+  for (const entry of shared.layout) {
+    const w = weights.get(entry.name);
+    const size = entry.shape.reduce((a, b) => a * b, 1);
+    if (w === undefined || w.data.length !== size)
+      throw new Error(`writeSharedWeights: parameter "${entry.name}" does not match the shared layout`);
+    view.set(w.data, entry.offset);
+  }
+}
+
+/**
+ * Loads the values in a {@link SharedModel}'s buffer into a model of the same config.
+ *
+ * @throws errors of setWeights on a layout that does not match.
+ * @example loadSharedWeights(workerModel(task.model), task.model);
+ */
+export function loadSharedWeights(model: Model, shared: SharedModel): void {
+  const view = new Float32Array(shared.buffer);
+  model.setWeights(
+    new Map(
+      shared.layout.map((e) => {
+        const size = e.shape.reduce((a, b) => a * b, 1);
+        return [e.name, { data: view.subarray(e.offset, e.offset + size), shape: e.shape }];
+      }),
+    ),
+  );
+}
+
+/**
  * The model a {@link SharedModel} describes, built in this thread (weights copied into its
  * tfjs variables). The caller owns and disposes it.
  *

@@ -27,6 +27,16 @@ export function sliceRows(values: Float32Array | Int32Array, like: tf.Tensor, st
   };
 }
 
+/**
+ * Rows [start, start + size) of {@link TensorData} (a copy).
+ *
+ * @example sliceData({ data: new Float32Array(6), shape: [3, 2], dtype: "float32" }, 1, 2).shape // [2, 2]
+ */
+export function sliceData(d: TensorData, start: number, size: number): TensorData {
+  const per = d.shape.slice(1).reduce((a, b) => a * b, 1);
+  return { data: d.data.slice(start * per, (start + size) * per), shape: [size, ...d.shape.slice(1)], dtype: d.dtype };
+}
+
 /** The tensor of {@link TensorData} in this thread's backend (the caller disposes it). */
 export function toTensor(d: TensorData): tf.Tensor {
   return tf.tensor(d.data, d.shape, d.dtype);

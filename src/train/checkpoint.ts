@@ -151,6 +151,8 @@ export const TrainStateSchema = z.strictObject({
       trainAccuracy: z.number(),
       meanSigma: z.number(),
       seconds: z.number(),
+      /** Worker threads that computed the epoch's gradients (absent: 1, this thread). */
+      workers: z.number().int().min(2).optional(),
     }),
   ),
 });

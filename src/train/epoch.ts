@@ -1,4 +1,3 @@
-import { tf } from "../backend.ts";
 import { batchCount, SeededRng, shuffledOrder } from "../data/dataset.ts";
 import { InputError } from "../util/errors.ts";
 import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
@@ -6,7 +5,8 @@ import { evaluateBatches } from "./evaluate.ts";
 import type { ProgressReporter } from "./progress.ts";
 import { learningRateAt } from "./schedule.ts";
 import type { TrainingRun } from "./setup.ts";
-import { trainStep, type JasminSettings } from "./step.ts";
+import type { JasminSettings } from "./step.ts";
+import type { Stepper } from "./stepper.ts";
 
 /** One epoch of training: shuffled batches, a step each, evaluation, the checkpoint. */
 
@@ -35,6 +35,8 @@ export interface EpochOutput {
   record: (r: object) => void;
   /** Examples per evaluation forward pass (default: the evaluator's). */
   evalBatchSize?: number;
+  /** Who computes the steps (stepper.ts: this thread, or worker threads). */
+  stepper: Stepper;
 }
 
 /** What one epoch did. */
@@ -86,11 +88,7 @@ export async function trainEpoch(
   for (const batch of kind.batches(dataset.train, order, state.batchSize)) {
     lr = learningRateAt(state.step, state.optimizer);
     const t0 = performance.now();
-    const m = tf.tidy(() => {
-      const y = tf.tensor1d(batch.labels, "int32");
-      const { x, mask } = batch.inputs();
-      return trainStep(model, optimizer, x, y, { lr, clip: state.optimizer.clip, jasmin, mask });
-    });
+    const m = await output.stepper.step(batch, { lr, clip: state.optimizer.clip, jasmin });
     const dt = (performance.now() - t0) / 1000;
     if (!m.finite) {
       const what = Number.isFinite(m.loss)
@@ -164,6 +162,7 @@ export async function trainEpoch(
     trainAccuracy: mean(sums.correct, seen),
     meanSigma: mean(sums.sigma, seen),
     seconds: epochSeconds,
+    ...(output.stepper.workers > 1 ? { workers: output.stepper.workers } : {}),
   };
   state.history.push(summary);
   state.epoch = epoch;
@@ -181,6 +180,7 @@ export async function trainEpoch(
     meanSigma: summary.meanSigma,
     lr,
     time: state.trainSeconds,
+    workers: output.stepper.workers,
   });
   if (out !== null)
     await saveCheckpoint(out, {
@@ -197,7 +197,7 @@ export async function trainEpoch(
   progress.log(
     `epoch ${epoch}/${state.epochs}: ${testText}, train loss ${summary.trainLoss.toFixed(4)}, ` +
       `train accuracy ${(100 * summary.trainAccuracy).toFixed(2)}%, mean sigma ${summary.meanSigma.toFixed(4)}, ` +
-      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} ${rateUnit}), ` +
+      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} ${rateUnit}${output.stepper.workers > 1 ? ` on ${output.stepper.workers} workers` : ""}), ` +
       `${((performance.now() - epochStart) / 1000).toFixed(1)} s with evaluation${out !== null ? ", checkpoint saved" : ""}`,
   );
   return {

@@ -34,6 +34,46 @@ export interface JasminOptions {
   layers?: readonly number[] | null;
   /** Floor inside the log of "max-log" (default 1e-6); rows below it get zero gradient. */
   eps?: number;
+  /**
+   * The counts of the whole batch when `probs` hold only a slice of it (data-parallel
+   * training): the means divide by these instead of the slice's own counts, so the values of
+   * the slices of a batch add up to R of the whole batch, and so do their gradients.
+   */
+  totals?: BatchTotals;
+}
+
+/**
+ * Counts of a whole batch that JaSMin's means divide by (see {@link batchTotals}).
+ */
+export interface BatchTotals {
+  /** Examples in the batch. */
+  examples: number;
+  /** Examples with at least one real row (all of them without a mask). */
+  realExamples: number;
+  /** Real query rows (mask entries equal to 1); without a mask, examples * n is used instead. */
+  realRows: number;
+}
+
+/**
+ * The {@link BatchTotals} of a batch of `examples` examples of n tokens, from its padding mask
+ * (values [examples * n], 1 = real token) or none.
+ *
+ * @throws RangeError when the mask does not hold examples * n values.
+ * @example batchTotals(2, 3, new Float32Array([1, 1, 0, 0, 0, 0])) // { examples: 2, realExamples: 1, realRows: 2 }
+ */
+export function batchTotals(examples: number, n: number, mask: ArrayLike<number> | null): BatchTotals {
+  if (mask === null) return { examples, realExamples: examples, realRows: examples * n };
+  if (mask.length !== examples * n)
+    throw new RangeError(`batchTotals: mask: expected ${examples * n} values ([${examples}, ${n}]), got ${mask.length}`);
+  let realExamples = 0;
+  let realRows = 0;
+  for (let e = 0; e < examples; e++) {
+    let rows = 0;
+    for (let i = 0; i < n; i++) if (mask[e * n + i] > 0) rows++;
+    realRows += rows;
+    if (rows > 0) realExamples++;
+  }
+  return { examples, realExamples, realRows };
 }
 
 /**
@@ -120,6 +160,7 @@ export function jasminFromProbabilities(
   const [b, , n] = probs[0].shape;
   if (mask !== null && (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== n))
     throw new RangeError(`jasmin: mask must be [${b}, ${n}], got [${mask.shape.join(", ")}]`);
+  const totals = options.totals;
   return tf.tidy(() => {
     const rowMask = mask === null ? null : tf.reshape(tf.cast(mask, "float32"), [b, 1, n]);
     // 1 for examples with at least one real row (the normal case).
@@ -129,12 +170,20 @@ export function jasminFromProbabilities(
       const s = rowSigma(p, norm); // [b, H, n]
       const heads = p.shape[1] as number;
       if (reduce === "mean") {
+        if (totals !== undefined) {
+          const total = rowMask === null ? tf.sum(s) : tf.sum(tf.where(realRows(s, rowMask), s, tf.zerosLike(s)));
+          return tf.div(total, (rowMask === null ? totals.examples * n : totals.realRows) * heads);
+        }
         if (rowMask === null) return tf.mean(s);
         const total = tf.sum(tf.where(realRows(s, rowMask), s, tf.zerosLike(s)));
         return tf.div(total, tf.mul(tf.sum(rowMask), heads));
       }
       let m = maxOverRows(s, rowMask); // [b, H]
       if (reduce === "max-log") m = tf.log(tf.maximum(m, eps));
+      if (totals !== undefined) {
+        const sum = exampleWeight === null ? tf.sum(m) : tf.sum(tf.mul(tf.sum(m, 1), exampleWeight));
+        return tf.div(sum, Math.max(exampleWeight === null ? totals.examples : totals.realExamples, 1) * heads);
+      }
       if (exampleWeight === null) return tf.mean(m);
       const perExample = tf.sum(m, 1); // [b]
       return tf.div(tf.sum(tf.mul(perExample, exampleWeight)), tf.mul(tf.maximum(tf.sum(exampleWeight), 1), heads));
@@ -180,14 +229,14 @@ export function jasminPenalty(trace: LayerTrace, options: JasminOptions = {}): t
 
 /**
  * Mean of s_i (per `norm`) over every layer, head, example and real query row of a trace: the
- * `meanSigma` training metric.
+ * `meanSigma` training metric (with `totals`, a slice's share of the whole batch's mean).
  *
  * @returns a float32 scalar (a metric: leave it out of the loss).
  */
-export function meanTraceSigma(trace: LayerTrace, norm: JasminNorm = "top2"): tf.Tensor {
+export function meanTraceSigma(trace: LayerTrace, norm: JasminNorm = "top2", totals?: BatchTotals): tf.Tensor {
   return jasminFromProbabilities(
     attentionProbabilities(trace),
     trace.mask,
-    { norm, reduce: "mean" },
+    { norm, reduce: "mean", ...(totals === undefined ? {} : { totals }) },
   );
 }

@@ -22,6 +22,7 @@ import { kindOfDataset, kindOfModel, kindOfSpec, type AnyDataset, type TrainingK
 import { AdamW } from "./optimizer.ts";
 import type { JasminSettings } from "./step.ts";
 import type { ProgressMode } from "./progress.ts";
+import type { StepperFactory } from "./stepper.ts";
 
 /**
  * The state a training run is built from: a fresh start ({@link freshRun}) and a resume
@@ -84,6 +85,11 @@ export interface TrainOptions {
   warn?: (line: string) => void;
   /** Examples per evaluation forward pass [250]. */
   evalBatchSize?: number;
+  /**
+   * Who computes the optimizer steps [stepper.ts localStepper: this thread];
+   * parallel/trainTask.ts trainInWorkers passes worker threads.
+   */
+  stepper?: StepperFactory;
 }
 
 /** Everything an epoch loop needs: model, optimizer, data, the train state and where to write. */

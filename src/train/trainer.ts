@@ -6,6 +6,7 @@ import type { TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
 import { createProgress } from "./progress.ts";
 import { freshRun, restoreRun, type TrainOptions } from "./setup.ts";
+import { localStepper, type Stepper } from "./stepper.ts";
 
 /**
  * Training of the ViT on image data, or of the text classifier on text data (padding masks
@@ -21,6 +22,7 @@ import { freshRun, restoreRun, type TrainOptions } from "./setup.ts";
 export { TrainingDiverged } from "./epoch.ts";
 export { freshRun, restoreRun, type TrainingRun, type TrainOptions } from "./setup.ts";
 export { trainStep, type JasminSettings, type StepMetrics } from "./step.ts";
+export { localStepper, type Stepper, type StepperFactory, type StepSettings } from "./stepper.ts";
 export { modelConfigForData, modelConfigForText } from "./modelConfig.ts";
 
 /** What {@link train} returns. The caller owns the model (dispose it). */
@@ -84,6 +86,14 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         `(duplicates in the data) and are left out of the test accuracy`,
     );
   const metricsPath = out === null ? null : join(out, "metrics.jsonl");
+  let stepper: Stepper;
+  try {
+    stepper = await (options.stepper ?? localStepper)(run);
+  } catch (e) {
+    run.optimizer.dispose();
+    run.model.dispose();
+    throw e;
+  }
   const record = (r: object) => {
     if (metricsPath !== null) appendFileSync(metricsPath, JSON.stringify(r) + "\n");
   };
@@ -99,6 +109,7 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
         progress,
         record,
         evalBatchSize: options.evalBatchSize,
+        stepper,
       });
       trainSeconds += done.seconds;
       trainedImages += done.seen;
@@ -107,10 +118,12 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     }
   } catch (e) {
     progress.endEpoch();
+    await stepper.close();
     run.optimizer.dispose();
     run.model.dispose();
     throw e;
   }
+  await stepper.close();
   run.optimizer.dispose();
   return {
     model: run.model,

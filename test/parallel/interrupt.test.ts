@@ -1,0 +1,80 @@
+// Issue 12: Ctrl-C during a run with worker threads. The command must stop at once, leave no
+// process behind and keep the last checkpoint it saved loadable.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { useBackend } from "../../src/backend.ts";
+import { loadCheckpoint } from "../../src/train/checkpoint.ts";
+import { runAttnlip } from "../helpers/cli.ts";
+import { tempDir } from "../train/helpers.ts";
+
+await useBackend("wasm");
+
+const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
+
+/** Process ids whose command line mentions `text` (Linux /proc; empty elsewhere). */
+function processesMentioning(text: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc").filter((e) => /^\d+$/.test(e));
+  } catch {
+    return [];
+  }
+  return entries.flatMap((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(text) ? [Number(pid)] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+test("SIGINT to train --workers 2 after its first checkpoint: it exits at once, leaves no process, and the checkpoint loads", async () => {
+  const out = join(tempDir("attnlip-sigint-"), "run");
+  const child = spawn(
+    process.execPath,
+    [bin, "train", "--data", "mnist", "--model", "vit-micro", "--limit", "2000", "--test-limit", "100", "--epochs", "50", "--batch", "32", "--out", out, "--workers", "2", "--progress", "lines"],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no epoch line within 180 s; stderr: ${stderr}`)), 180_000);
+    child.stdout.on("data", (d) => {
+      stdout += d;
+      if (/epoch 1\/50: .*checkpoint saved/.test(stdout)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
+  });
+  assert.match(stdout, /on 2 workers/);
+  child.kill("SIGINT");
+  const end = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 30_000))]);
+  assert.notEqual(end, null, "train did not stop within 30 s of SIGINT");
+  assert.ok(end!.signal === "SIGINT" || end!.code === 130, `exit ${JSON.stringify(end)}`);
+  assert.deepEqual(processesMentioning(out), [], "a process of the run is still alive");
+  const saved = await loadCheckpoint(out);
+  assert.ok(saved.trainState.epoch >= 1);
+  saved.model.dispose();
+});
+
+test("train --workers takes an integer from 1 to 256, and a bad ATTNLIP_WORKERS stops it before anything loads (exit 2, one line)", () => {
+  const out = join(tempDir("attnlip-workers-"), "run");
+  const r = runAttnlip(["train", "--out", out, "--workers", "1.5"]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.match(r.stderr, /train: --workers: must be an integer from 1 to 256, got "1.5"/);
+  const env = runAttnlip(["train", "--out", out], { env: { ATTNLIP_WORKERS: "0" } });
+  assert.equal(env.code, 2, env.stderr);
+  assert.match(env.stderr, /ATTNLIP_WORKERS: must be an integer from 1 to 256 \(or unset: the number of cores\), got "0"/);
+  assert.equal(env.stdout, "");
+});
