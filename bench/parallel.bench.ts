@@ -1,4 +1,6 @@
-import { availableParallelism } from "node:os";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { tf, useBackend } from "../src/backend.ts";
 import { analyze } from "../src/analysis/analyze.ts";
 import { loadEmbeddedMnist } from "../src/data/mnist.ts";
@@ -16,9 +18,8 @@ import { renderTable } from "../src/util/table.ts";
  * head true values) on 16 embedded digits with vit-tiny, in this thread and over 2 workers
  * (the worker time includes starting the pool), as a throughput ratio against the single
  * thread, in the same run; attacks likewise (FGSM and PGD-10 at 3 radii on 64 digits, 2
- * batches); training likewise (vit-tiny, batches of 64 embedded digits, JaSMin on, the
- * training steps' throughput as the trainer measures it: the pool starts before the first
- * step). The process's peak resident memory (worker threads included) is reported after each,
+ * batches); training likewise (vit-tiny, 20 steps of 64 embedded digits, JaSMin on, the
+ * steady throughput of steps 3 to 20 from metrics.jsonl, and that of all steps). The process's peak resident memory (worker threads included) is reported after each,
  * and the growth per worker as the peak with 2 workers minus the peak before, halved.
  */
 export async function benchParallel(): Promise<Record<string, unknown>> {
@@ -48,14 +49,23 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
   await attackInWorkers(model, inputs, { ...attackOptions, workers: 2 });
   const attackTwo = (performance.now() - t) / 1000;
   const rss3 = peak();
-  // Training: 12 steps of 64 digits with JaSMin (lambda 0.1), as `attnlip train --model vit-tiny --batch 64` runs them.
-  const trainOptions = { data: "mnist", model: "vit-tiny", epochs: 1, limit: 768, testLimit: 50, batchSize: 64, jasmin: { lambda: 0.1 }, progress: "none" as const, log: () => {}, out: null };
+  // Training: 20 steps of 64 digits with JaSMin (lambda 0.1), as `attnlip train --model vit-tiny --batch 64` runs them.
+  // Throughput over steps 3 to 20 (metrics.jsonl's cumulative step times): the first steps of
+  // a fresh worker grow its wasm memory, which this thread has already done.
+  const steadyRate = async (workers: number) => {
+    const out = join(mkdtempSync(join(tmpdir(), "attnlip-bench-")), "run");
+    const r = await trainInWorkers({ data: "mnist", model: "vit-tiny", epochs: 1, limit: 1280, testLimit: 50, batchSize: 64, jasmin: { lambda: 0.1 }, progress: "none", log: () => {}, out, workers });
+    r.model.dispose();
+    const steps = readFileSync(join(out, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l)).filter((m) => m.type === "step");
+    rmSync(dirname(out), { recursive: true, force: true });
+    const from = steps[1];
+    const to = steps.at(-1);
+    return { seconds: to.time - from.time, imagesPerSecond: (64 * (steps.length - 2)) / (to.time - from.time), all: r.imagesPerSecond };
+  };
   const rssTrain0 = peak();
-  const trainOne = await trainInWorkers({ ...trainOptions, workers: 1 });
-  trainOne.model.dispose();
+  const trainOne = await steadyRate(1);
   const rssTrain1 = peak();
-  const trainTwo = await trainInWorkers({ ...trainOptions, workers: 2 });
-  trainTwo.model.dispose();
+  const trainTwo = await steadyRate(2);
   const rssTrain2 = peak();
   inputs.dispose();
   x.dispose();
@@ -68,13 +78,13 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
   console.log(`analyze, vit-tiny, ${n} digits, every true value, wasm, ${availableParallelism()} cores: throughput relative to one thread`);
   console.log(renderTable(["workers", "seconds", "inputs/s", "speed-up", "peak rss MiB so far"], rows));
   const trainSpeedUp = trainTwo.imagesPerSecond / trainOne.imagesPerSecond;
-  console.log(`train, vit-tiny, 12 steps of 64 digits, JaSMin 0.1: training-step throughput relative to one thread`);
+  console.log(`train, vit-tiny, steps 3-20 of 64 digits, JaSMin 0.1: training-step throughput relative to one thread (all 20 steps: ${trainOne.all.toFixed(1)} vs ${trainTwo.all.toFixed(1)} images/s)`);
   console.log(
     renderTable(
       ["workers", "step seconds", "images/s", "speed-up", "peak rss MiB so far"],
       [
-        ["1 (this thread, reference)", trainOne.trainSeconds, trainOne.imagesPerSecond, 1, rssTrain1],
-        ["2 workers", trainTwo.trainSeconds, trainTwo.imagesPerSecond, trainSpeedUp, rssTrain2],
+        ["1 (this thread, reference)", trainOne.seconds, trainOne.imagesPerSecond, 1, rssTrain1],
+        ["2 workers", trainTwo.seconds, trainTwo.imagesPerSecond, trainSpeedUp, rssTrain2],
       ],
     ),
   );
@@ -87,9 +97,11 @@ export async function benchParallel(): Promise<Record<string, unknown>> {
     speedUp: single / two,
     attack: { inputs: 64, seconds: { one: attackOne, twoWorkers: attackTwo }, speedUp: attackOne / attackTwo },
     train: {
-      steps: 12,
+      steps: 20,
+      measuredSteps: "3-20",
       batch: 64,
       imagesPerSecond: { one: trainOne.imagesPerSecond, twoWorkers: trainTwo.imagesPerSecond },
+      imagesPerSecondAllSteps: { one: trainOne.all, twoWorkers: trainTwo.all },
       speedUp: trainSpeedUp,
     },
     peakRssMiB: { start: rss0, afterOne: rss1, afterTwoWorkers: rss2, afterAttacks: rss3, beforeTraining: rssTrain0, afterTrainingOne: rssTrain1, afterTrainingTwo: rssTrain2 },

@@ -30,6 +30,9 @@ export const ANALYZE_TASK: TaskSpec<AnalyzeTaskPayload, AnalysisPart> = {
 /** The fewest inputs a worker is given (fewer run in this thread). */
 export const MIN_SLICE = 4;
 
+/** Slices per worker that analyzeInWorkers aims for (at least MIN_SLICE inputs each). */
+export const SLICES_PER_WORKER = 4;
+
 /** Options of {@link analyzeInWorkers}: analyze's, the worker count and the backend each worker uses. */
 export interface ParallelAnalyzeOptions extends AnalyzeOptions {
   /** Worker threads (1: analyze in this thread, no pool) [1]. */
@@ -40,8 +43,8 @@ export interface ParallelAnalyzeOptions extends AnalyzeOptions {
 
 /**
  * {@link analyze} over worker threads: the inputs are cut into consecutive slices of at most
- * options.batchSize (16) and at least {@link MIN_SLICE} inputs, and no more slices than needed
- * to keep every worker busy;
+ * options.batchSize (16) and at least {@link MIN_SLICE} inputs, about
+ * {@link SLICES_PER_WORKER} per worker (so that slow inputs even out);
  * each worker analyses whole slices; the parts are joined in input order. With workers 1 (or
  * a single slice) it is analyze itself, in this thread. options.onProgress is called as
  * slices finish.
@@ -60,8 +63,11 @@ export async function analyzeInWorkers(
 ): Promise<Analysis> {
   const count = inputs.shape[0] ?? 0;
   const workers = checkWorkers(options.workers ?? 1, "analyzeInWorkers");
-  // Slices of at least MIN_SLICE inputs: starting a worker (tsx, tfjs, the model) costs seconds.
-  const per = Math.min(options.batchSize ?? 16, Math.max(MIN_SLICE, Math.ceil(count / Math.max(1, workers))));
+  // Slices of at least MIN_SLICE inputs (starting a worker costs seconds), and about
+  // SLICES_PER_WORKER per worker: the true values of some inputs take many more power
+  // iterations than others, and smaller slices let the pool even that out (a worker's memory
+  // also grows with its slice).
+  const per = Math.min(options.batchSize ?? 16, Math.max(MIN_SLICE, Math.ceil(count / (workers * SLICES_PER_WORKER))));
   const slices: { start: number; size: number }[] = [];
   for (let start = 0; start < count; start += per) slices.push({ start, size: Math.min(per, count - start) });
   if (workers <= 1 || slices.length <= 1) return analyze(model, inputs, options);
