@@ -47,30 +47,48 @@ const CONVERGED_STEP = 1e-9;
 const scratch = { psi: 0, slope: 0 };
 
 /**
- * The scaled secular terms of all entries but p_(1) at mu = lambda / p_(2): with
- * q_i = p_i / p_(2), psi~ = sum q_i^2 / (q_i - mu) and its derivative sum q_i^2 / (q_i - mu)^2.
+ * The scaled entries q_i = p_i / p_(2) of the current row's positive, unmasked entries other
+ * than p_(1), gathered once per row by {@link gatherScaled} (grown as needed, never shrunk).
+ * Why: each iteration then runs over a dense float64 array with no mask test, no zero test
+ * and one division per entry instead of two (measured on a [12, 197, 197] map: about half the
+ * time of reading the row through its mask at every iteration). The values and the order of
+ * the sums are the same as before, so sigma is unchanged to the bit.
  */
-function otherTerms(
+let scaled = new Float64Array(256);
+
+/** Fills {@link scaled} for a row; returns how many entries it holds. */
+function gatherScaled(
   data: ArrayLike<number>,
   offset: number,
   n: number,
   topIndex: number,
   b: number,
-  mu: number,
   mask: ArrayLike<number | boolean> | undefined,
   maskOffset: number,
-): void {
-  let psi = 0;
-  let slope = 0;
+): number {
+  if (scaled.length < n) scaled = new Float64Array(Math.max(n, 2 * scaled.length));
+  let m = 0;
   for (let i = 0; i < n; i++) {
     if (i === topIndex) continue;
     const v = data[offset + i];
-    if (v > 0 && (mask === undefined || mask[maskOffset + i])) {
-      const q = v / b;
-      const t = q / (q - mu);
-      psi += q * t;
-      slope += t * t;
-    }
+    if (v > 0 && (mask === undefined || mask[maskOffset + i])) scaled[m++] = v / b;
+  }
+  return m;
+}
+
+/**
+ * The scaled secular terms of all entries but p_(1) at mu = lambda / p_(2): with
+ * q_i = p_i / p_(2) (the first m entries of {@link scaled}), psi~ = sum q_i^2 / (q_i - mu)
+ * and its derivative sum q_i^2 / (q_i - mu)^2.
+ */
+function otherTerms(m: number, mu: number): void {
+  const q = scaled;
+  let psi = 0;
+  let slope = 0;
+  for (let k = 0; k < m; k++) {
+    const t = q[k] / (q[k] - mu);
+    psi += q[k] * t;
+    slope += t * t;
   }
   scratch.psi = psi;
   scratch.slope = slope;
@@ -114,8 +132,9 @@ export function solveSecular(
   let x = quad / b;
   if (!(x > lo && x < hi)) x = lo + (hi - lo) / 2;
   let root = x;
+  const m = gatherScaled(data, offset, n, topIndex, b, mask, maskOffset);
   for (let it = 0; it < MAX_ITERATIONS; it++) {
-    otherTerms(data, offset, n, topIndex, b, x, mask, maskOffset);
+    otherTerms(m, x);
     const fx = scratch.psi + (x - a * rs) / (a - b * x);
     if (fx === 0) {
       root = x;
