@@ -144,13 +144,50 @@ export interface Analysis {
   inputSpace: "image" | "embedding";
   blocks: BlockAnalysis[];
   network: BoundsAgainstTruth;
-  summary: { blocks: BoundsSummary[]; network: BoundsSummary };
+  /**
+   * The composition floor per input ({@link compositionFloor}); NaN where the block true
+   * values were not computed.
+   */
+  compositionFloor: number[];
+  summary: { blocks: BoundsSummary[]; network: BoundsSummary; compositionFloor: FloorSummary | null };
   /** Seconds spent: bounds, true values. */
   seconds: { bounds: number; truth: number };
   /** How the block and head true values were estimated; unconverged counts. */
   convergence: ConvergenceSummary;
   attentionRows: AttentionRowSample;
   attentionMaps: AttentionMaps;
+}
+
+/**
+ * The composition floor over the inputs where it was computed: its medians and quartiles,
+ * each network bound variant divided by it (how far a bound is from the best any layer-wise
+ * composition of these layers could do), and it divided by the network's true value (what
+ * composing layer by layer costs even with exact block values).
+ */
+export interface FloorSummary {
+  floor: Summary;
+  boundOverFloor: Record<HeadVariant, Summary>;
+  floorOverTrue: Summary | null;
+}
+
+/**
+ * The composition floor at one input (docs/math.md section 3): the network bound's own
+ * product of top-level factors with each block's bound replaced by the block's true value,
+ * embedding x prod_i L_i^true x final norm x head. Every bound that multiplies per-block
+ * bounds with these factors is at least this value, and the network's true value is at most
+ * it (chain rule). Block values are estimates from below, so it is one too.
+ *
+ * @param factors the example's embedding, finalNorm and head factors (networkBounds).
+ * @param blockTrue the block true values, in block order.
+ * @returns the floor; NaN when a block value is missing (not computed).
+ * @example compositionFloor({ embedding: 2, finalNorm: 3, head: 1 }, [4, 5]) // 120
+ */
+export function compositionFloor(
+  factors: { embedding: number; finalNorm: number; head: number },
+  blockTrue: readonly number[],
+): number {
+  if (blockTrue.length === 0 || !blockTrue.every(Number.isFinite)) return NaN;
+  return blockTrue.reduce((p, v) => p * v, factors.embedding * factors.finalNorm * factors.head);
 }
 
 /** One attention row's p_(1), p_(2) and exact sigma. */
@@ -166,6 +203,7 @@ export interface AnalysisPart {
   inputSpace: "image" | "embedding";
   blocks: BlockAnalysis[];
   network: BoundsAgainstTruth;
+  compositionFloor: number[];
   /** Every real attention row of these inputs, in input order. */
   rows: AttentionRow[];
   /** The first input's attention maps. */
@@ -235,6 +273,20 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
   };
 }
 
+/** The {@link FloorSummary} of the inputs with a floor, or null when none has one. */
+function summarizeFloor(network: BoundsAgainstTruth, floors: number[]): FloorSummary | null {
+  const at = floors.flatMap((f, e) => (Number.isFinite(f) && f > 0 ? [e] : []));
+  if (at.length === 0) return null;
+  const withTruth = at.filter((e) => Number.isFinite(network.true[e]) && network.true[e] > 0);
+  return {
+    floor: summarize(at.map((e) => floors[e]), "composition floor"),
+    boundOverFloor: Object.fromEntries(
+      HEAD_VARIANTS.map((v) => [v, summarize(at.map((e) => network.bounds[v][e] / floors[e]), `${v} bound / floor`)]),
+    ) as Record<HeadVariant, Summary>,
+    floorOverTrue: withTruth.length > 0 ? summarize(withTruth.map((e) => floors[e] / network.true[e]), "floor / true") : null,
+  };
+}
+
 /**
  * Local Lipschitz analysis of a transformer classifier at the given inputs: for every input,
  * every block and every attention head, each bound variant of docs/math.md sections 2-3 beside
@@ -274,6 +326,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
   const offset = options.inputOffset ?? 0;
   const blocks: BlockAnalysis[] = [];
   const network = emptyBounds();
+  const floors: number[] = [];
   let inputSpace: "image" | "embedding" = "image";
   let boundSeconds = 0;
   let truthSeconds = 0;
@@ -307,6 +360,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
       for (let e = 0; e < size; e++) {
         const ex = report.examples[e];
         pushValues(network, ex.network, netTrue ? netTrue[e] : NaN);
+        const blockTrue: number[] = [];
         ex.blocks.forEach((b, i) => {
           if (!blocks[i])
             blocks[i] = {
@@ -326,6 +380,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
           try {
             const est = truth.blocks ? blockLipschitz(model, i, blockInput, exMask, iteration) : null;
             pushValues(target, b.block, est ? est.value : NaN);
+            blockTrue.push(est ? est.value : NaN);
             pushRecord(target, est);
             target.ln1.push(b.ln1);
             target.ln2.push(b.ln2);
@@ -346,6 +401,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
             exMask?.dispose();
           }
         });
+        floors.push(compositionFloor(ex, blockTrue));
         options.onProgress?.(start + e + 1, count);
       }
       truthSeconds += (performance.now() - t1) / 1000;
@@ -360,6 +416,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     inputSpace,
     blocks,
     network,
+    compositionFloor: floors,
     rows: allRows,
     attentionMaps,
     seconds: { bounds: boundSeconds, truth: truthSeconds },
@@ -394,6 +451,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
   const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6 };
   const blocks = parts[0].blocks.map((_, i) => concatBlock(parts.map((p) => p.blocks[i])));
   const network = concatBounds(parts.map((p) => p.network));
+  const floors = concat(parts.map((p) => p.compositionFloor));
   const allRows = parts.flatMap((p) => p.rows);
   const keep = options.maxAttentionRows ?? 5000;
   const stride = Math.max(1, allRows.length / keep);
@@ -412,7 +470,8 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
     inputSpace: parts[0].inputSpace,
     blocks,
     network,
-    summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network) },
+    compositionFloor: floors,
+    summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network), compositionFloor: summarizeFloor(network, floors) },
     seconds: {
       bounds: parts.reduce((a, p) => a + p.seconds.bounds, 0),
       truth: parts.reduce((a, p) => a + p.seconds.truth, 0),

@@ -9,6 +9,10 @@ function layerArrays(b: BoundsAgainstTruth): Record<string, unknown> {
   return { ...b.bounds, true: b.true, ratio: b.ratios };
 }
 
+/** What analysis.json says the composition floor is (analyze.ts compositionFloor). */
+export const COMPOSITION_FLOOR_NOTE =
+  "embedding x product of the blocks' true values x final norm x head: the least any product of per-block bounds with these factors can be; an estimate from below (block values are)";
+
 const TRUTH_METHOD_NOTE = `${TRUTH_METHOD}: Krylov power iteration on Df^T Df, stopped by the residual test (an estimate from below, not a bound)`;
 
 /**
@@ -47,10 +51,16 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
       heads: b.heads.map((h) => ({ head: h.head, ...layerArrays(h), ...truthArrays(h), attention: h.stats })),
     };
   });
-  layers.network = { ...layerArrays(analysis.network), truthMethod: "exact: spectral norm of the C x D input Jacobian" };
+  layers.network = {
+    ...layerArrays(analysis.network),
+    truthMethod: "exact: spectral norm of the C x D input Jacobian",
+    compositionFloor: analysis.compositionFloor,
+    compositionFloorMethod: COMPOSITION_FLOOR_NOTE,
+  };
   const summary: Record<string, unknown> = {};
   analysis.blocks.forEach((b, i) => (summary[b.name] = analysis.summary.blocks[i]));
   summary.network = analysis.summary.network;
+  summary.compositionFloor = analysis.summary.compositionFloor;
   return {
     ...meta,
     inputs: analysis.inputs,
@@ -66,8 +76,9 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
 }
 
 /**
- * Long-format CSV: one row per input, layer, head ("" for the whole layer) and variant; the
- * last column, true_converged, says whether an estimated true value converged ("true" or
+ * Long-format CSV: one row per input, layer, head ("" for the whole layer) and variant (plus,
+ * where computed, the network's composition floor as variant "composition-floor"); the last
+ * column, true_converged, says whether an estimated true value converged ("true" or
  * "false"; "" for the network's exact value and for values not computed).
  */
 export function analysisCsv(analysis: Analysis): string {
@@ -84,6 +95,13 @@ export function analysisCsv(analysis: Analysis): string {
     for (const h of block.heads) add(block.name, String(h.head), h, h);
   }
   add("network", "", analysis.network);
+  // The composition floor as its own variant of the network: bound column = the floor.
+  analysis.compositionFloor.forEach((f, i) => {
+    if (Number.isFinite(f)) {
+      const t = analysis.network.true[i];
+      rows.push([i, "network", "", "composition-floor", f, num(t), Number.isFinite(t) && t > 0 ? f / t : "", ""]);
+    }
+  });
   return stringify(rows);
 }
 

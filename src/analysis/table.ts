@@ -72,6 +72,16 @@ export function analysisTables(analysis: Analysis): string {
       parts.push(`* ${block.unconverged} of ${block.estimates} true values of ${b.name} did not converge: the median may be low.`);
   });
   one("network", analysis.summary.network, `exact input-Jacobian norm, input = ${analysis.inputSpace}`);
+  const floor = analysis.summary.compositionFloor;
+  if (floor !== null) {
+    const tightest = analysis.variants.reduce((best, v) => (floor.boundOverFloor[v].median < floor.boundOverFloor[best].median ? v : best));
+    parts.push(
+      `Composition floor (embedding x product of the blocks' true values x final norm x head; no product of block bounds can be lower): ` +
+        `median ${formatNumber(floor.floor.median)}` +
+        (floor.floorOverTrue === null ? "" : `, ${formatNumber(floor.floorOverTrue.median)}x the network's true value`) +
+        `; the tightest network bound (${tightest}) is ${formatNumber(floor.boundOverFloor[tightest].median)}x the floor.`,
+    );
+  }
   parts.push(convergenceLine(analysis.convergence));
   return parts.join("\n");
 }

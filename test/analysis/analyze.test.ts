@@ -110,8 +110,8 @@ test("analysis.json holds one array over inputs per variant and `true` for each 
   assert.equal(csv[0], "input,layer,head,variant,bound,true,ratio,true_converged");
   assert.ok(csv[1].startsWith("0,block.0,,") && csv[1].endsWith(",true"), csv[1]);
   assert.ok(csv.at(-1)!.startsWith("1,network,,") && csv.at(-1)!.endsWith(","), "the exact network value has no flag");
-  // 2 inputs x 9 variants x (2 blocks x (1 + 2 heads) + network)
-  assert.equal(csv.length - 1, 2 * HEAD_VARIANTS.length * (2 * 3 + 1));
+  // 2 inputs x 9 variants x (2 blocks x (1 + 2 heads) + network), and the network's composition floor per input
+  assert.equal(csv.length - 1, 2 * HEAD_VARIANTS.length * (2 * 3 + 1) + 2);
   tf.dispose(x);
   model.dispose();
 });
@@ -175,5 +175,44 @@ test("attnlip analyze rejects bad input with exit 2 and one line", () => {
     const lines = r.stderr.trim().split("\n");
     assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);
     assert.match(lines[0], message);
+  }
+});
+
+test("the composition floor: embedding x product of the block true values x final norm x head, between the network's true value and every network bound", async () => {
+  const { networkBounds } = await import("../../src/lipschitz/networkBounds.ts");
+  const model = createModel(tinyVit, 5) as TransformerClassifier;
+  const x = digits(3);
+  try {
+    const a = analyze(model, x, { maxIterations: 300, truth: { heads: false } });
+    const { trace } = model.forward(x, { trace: true });
+    const report = networkBounds(model, trace!);
+    const { disposeTrace } = await import("../../src/nn/trace.ts");
+    disposeTrace(trace!);
+    for (let e = 0; e < 3; e++) {
+      const ex = report.examples[e];
+      // The top-level factors that are not blocks are exactly the view's embedding, final norm and head.
+      const others = ex.layers.filter((l) => !l.name.startsWith("blocks.")).reduce((p, l) => p * l.values.cov, 1);
+      assert.ok(Math.abs(others - ex.embedding * ex.finalNorm * ex.head) <= 1e-12 * others);
+      const expected = a.blocks.reduce((p, b) => p * b.true[e], others);
+      const floor = a.compositionFloor[e];
+      assert.ok(Math.abs(floor - expected) <= 1e-12 * expected, `input ${e}: floor ${floor} vs ${expected}`);
+      assert.ok(floor >= a.network.true[e] * (1 - 1e-6), `input ${e}: floor ${floor} < network true ${a.network.true[e]}`);
+      for (const v of HEAD_VARIANTS) assert.ok(a.network.bounds[v][e] >= floor * (1 - 1e-9), `input ${e}: ${v} below the floor`);
+    }
+    const s = a.summary.compositionFloor!;
+    assert.ok(s.floorOverTrue!.median >= 1 - 1e-6 && s.boundOverFloor.cov.median >= 1 - 1e-9);
+    assert.match(analysisTables(a), /Composition floor \(.*\): median .*x the network's true value; the tightest network bound \(\S+\) is .*x the floor\./);
+    const doc = analysisDocument(a, {}) as { layers: { network: { compositionFloor: number[] } }; summary: { compositionFloor: unknown } };
+    assert.deepEqual(doc.layers.network.compositionFloor, a.compositionFloor);
+    assert.ok(doc.summary.compositionFloor !== null);
+    assert.equal(analysisCsv(a).split("\n").filter((l) => l.includes(",composition-floor,")).length, 3);
+    // Without block true values there is no floor (NaN per input, null summary, no table line).
+    const noBlocks = analyze(model, x, { truth: { heads: false, blocks: false } });
+    assert.ok(noBlocks.compositionFloor.every(Number.isNaN));
+    assert.equal(noBlocks.summary.compositionFloor, null);
+    assert.doesNotMatch(analysisTables(noBlocks), /Composition floor/);
+  } finally {
+    x.dispose();
+    model.dispose();
   }
 });
