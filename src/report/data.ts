@@ -31,6 +31,8 @@ export interface LayerSummary {
   bounds: Record<string, Summary | null>;
   true: Summary | null;
   ratios: Record<string, Summary | null>;
+  /** The network's composition floor (analysis.json layers.network.compositionFloor; null elsewhere and in older files). */
+  floor: Summary | null;
 }
 
 /** Summaries of every layer of a run, in network order. */
@@ -40,6 +42,7 @@ export function layerSummaries(run: RunData): LayerSummary[] {
     const l = layers[layer] as Record<string, unknown> & {
       true?: (number | null)[];
       ratio?: Record<string, (number | null)[]>;
+      compositionFloor?: (number | null)[];
     };
     const bounds: Record<string, Summary | null> = {};
     const ratios: Record<string, Summary | null> = {};
@@ -47,7 +50,8 @@ export function layerSummaries(run: RunData): LayerSummary[] {
       bounds[v] = summaryOf(l[v] as (number | null)[]);
       ratios[v] = summaryOf(l.ratio?.[v]);
     }
-    return { layer, bounds, true: summaryOf(l.true), ratios };
+    const floor = Array.isArray(l.compositionFloor) ? summaryOf(l.compositionFloor) : null;
+    return { layer, bounds, true: summaryOf(l.true), ratios, floor };
   });
 }
 

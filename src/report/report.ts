@@ -66,6 +66,8 @@ const VARIANT_NOTES: Record<string, string> = {
   dist: "row-resolved refinement of the distribution-aware bound",
   cov: "row-resolved refinement through the covariance of the values",
   castin: "prior art: a ball bound (Castin et al.)",
+  "composition floor":
+    "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",
   true: "the true local Lipschitz constant (exact for the network; for blocks a Lanczos estimate from below, * where some did not converge)",
 };
 
@@ -222,7 +224,10 @@ async function boundsSection(runs: RunData[]): Promise<string> {
         );
   const legend = table(
     ["variant", "what it is"],
-    [...variants, "true"].map((v) => [v, VARIANT_NOTES[v] ?? ""]),
+    [...variants, "true", ...(runs.some((r) => layerSummaries(r).some((l) => l.floor !== null)) ? ["composition floor"] : [])].map((v) => [
+      v,
+      VARIANT_NOTES[v] ?? "",
+    ]),
   );
   const tables = runs
     .map((run) => {
@@ -232,6 +237,9 @@ async function boundsSection(runs: RunData[]): Promise<string> {
       const values = [
         ...run.analysis.variants.map((v) => [v, ...sums.map((s) => quartiles(s.bounds[v]))]),
         ["true", ...sums.map((s) => flagUnconverged(quartiles(s.true), conv, s.layer))],
+        ...(sums.some((s) => s.floor !== null)
+          ? [["composition floor", ...sums.map((s): Cell => (s.floor === null ? "" : quartiles(s.floor)))]]
+          : []),
       ];
       const ratios = run.analysis.variants.map((v) => [
         v,

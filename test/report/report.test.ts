@@ -246,3 +246,18 @@ test("data helpers: layer order, histogram fractions, subsampling, pooling", () 
   assert.equal(pooled.size, 2);
   assert.deepEqual(pooled.cells, [0.25, 0.25, 0, 0]);
 });
+
+test("the network's composition floor is a row of the bounds table when analysis.json has it, and absent for older files", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-floor-"));
+  const analysis = JSON.parse(readFileSync(join(FIXTURES.minimal, "analysis.json"), "utf8"));
+  analysis.layers.network.compositionFloor = (analysis.layers.network.true as unknown[]).map((_, i) => 1234.5 + i);
+  mkdirSync(join(dir, "run"));
+  writeFileSync(join(dir, "run", "analysis.json"), JSON.stringify(analysis));
+  const html = await buildReport([{ dir: join(dir, "run") }]);
+  // A row of the per-run table: empty under the blocks, the median (q1-q3) under the network.
+  assert.match(html, /<th scope="row">composition floor<\/th><td><\/td><td class="num">\d+/);
+  assert.match(html, /<th scope="row">composition floor<\/th><td>network only:/, "the legend explains it");
+  const older = await buildReport([{ dir: FIXTURES.minimal }]);
+  assert.doesNotMatch(older, /composition floor/);
+  rmSync(dir, { recursive: true });
+});
