@@ -106,7 +106,7 @@ export function analyzeCommand(): Command {
     )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
-      if (opts.workers === undefined) defaultWorkers(); // a bad ATTNLIP_WORKERS stops the run before anything loads
+      const workers = opts.workers ?? defaultWorkers(); // now: a bad ATTNLIP_WORKERS stops the run before anything loads
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)
@@ -128,7 +128,7 @@ export function analyzeCommand(): Command {
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,
         iterations: opts.iterations,
-        workers: opts.workers ?? defaultWorkers(),
+        workers,
       });
     });
 }

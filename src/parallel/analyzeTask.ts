@@ -6,7 +6,7 @@ import { checkWorkers } from "./workerCount.ts";
 import { WorkerPool } from "./pool.ts";
 import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
-import { sliceRows } from "./tensorData.ts";
+import { contiguousSlices, sliceRows } from "./tensorData.ts";
 import { withModelInputs, type ModelInputsPayload } from "./workerInputs.ts";
 
 /**
@@ -68,8 +68,7 @@ export async function analyzeInWorkers(
   // iterations than others, and smaller slices let the pool even that out (a worker's memory
   // also grows with its slice).
   const per = Math.min(options.batchSize ?? 16, Math.max(MIN_SLICE, Math.ceil(count / (workers * SLICES_PER_WORKER))));
-  const slices: { start: number; size: number }[] = [];
-  for (let start = 0; start < count; start += per) slices.push({ start, size: Math.min(per, count - start) });
+  const slices = contiguousSlices(count, per);
   if (workers <= 1 || slices.length <= 1) return analyze(model, inputs, options);
   const { workers: _w, backend, onProgress, mask, ...rest } = options;
   const shared = shareModel(model as unknown as Model);

@@ -9,7 +9,7 @@ import { checkWorkers } from "./workerCount.ts";
 import { WorkerPool } from "./pool.ts";
 import { loadSharedWeights, shareModel, workerModel, writeSharedWeights, type SharedModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
-import { sliceData, toTensor, type TensorData } from "./tensorData.ts";
+import { contiguousSlices, sliceData, toTensor, type TensorData } from "./tensorData.ts";
 
 /**
  * Data-parallel training: each step's batch is cut into contiguous slices, one per worker;
@@ -105,10 +105,7 @@ export const TRAIN_READY_TASK: TaskSpec<TrainReadyPayload, boolean> = {
 
 /** Contiguous [start, size) slices of `count` rows over at most `workers` workers, none empty. */
 export function batchSlices(count: number, workers: number): { start: number; size: number }[] {
-  const per = Math.ceil(count / Math.min(workers, count));
-  const slices: { start: number; size: number }[] = [];
-  for (let start = 0; start < count; start += per) slices.push({ start, size: Math.min(per, count - start) });
-  return slices;
+  return contiguousSlices(count, Math.ceil(count / Math.min(workers, count)));
 }
 
 /**
