@@ -39,6 +39,8 @@ interface TrainStepPayload {
   jasmin: JasminSettings;
   /** Gradient slots: slot k holds floats [k * P, (k + 1) * P), P the parameter count, in model.variables() order. */
   gradients: SharedArrayBuffer;
+  /** P, as this thread's model counts it (a worker's model must have as many). */
+  parameters: number;
   slot: number;
 }
 
@@ -62,6 +64,8 @@ export const TRAIN_STEP_TASK: TaskSpec<TrainStepPayload, number[]> = {
       const { grads, figures } = lossGradients(model, x, labels, { jasmin: task.jasmin, mask, totals: task.totals });
       let offset = 0;
       const size = grads.reduce((a, g) => a + g.size, 0);
+      if (size !== task.parameters)
+        throw new Error(`trainStep: the worker's model has ${size} parameters, the run's ${task.parameters}`);
       const slot = new Float32Array(task.gradients, task.slot * size * 4, size);
       for (const g of grads) {
         slot.set(g.dataSync() as Float32Array, offset);
@@ -85,7 +89,9 @@ interface TrainReadyPayload {
 /**
  * The worker side of the warm-up before the first step: sets the backend and builds the
  * model, then waits (up to 60 s) until `parties` threads have, so that each of the pool's
- * threads takes exactly one warm-up task and the first step's time is the step's alone.
+ * threads takes one warm-up task and the first step's time is the step's alone. Past 60 s (far
+ * more threads than cores) a thread stops waiting; a thread that took no warm-up task then
+ * builds its model in its first step, which is only slower.
  */
 export const TRAIN_READY_TASK: TaskSpec<TrainReadyPayload, boolean> = {
   name: "trainReady",
@@ -113,14 +119,16 @@ export function batchSlices(count: number, workers: number): { start: number; si
  * comment). The run agrees with a single-thread run to float32 rounding (the sums are ordered
  * differently), and is bit-identical when repeated with the same worker count.
  *
- * @param options.workers worker threads (>= 2 to be worth it; 1 works too).
+ * @param options.workers worker threads, at most the batch size of the run (more would have
+ *   no slice); >= 2 to be worth it (1 still runs one worker thread).
  * @param options.backend their tfjs backend ["wasm"].
  * @throws InputError on a bad worker count (when the factory is called).
  * @example await train({ data: "mnist", epochs: 1, out: "runs/a", stepper: workerStepper({ workers: 2 }) })
  */
 export function workerStepper(options: { workers: number; backend?: BackendName }): StepperFactory {
-  return async ({ model, optimizer }) => {
-    const workers = checkWorkers(options.workers, "train");
+  return async ({ model, optimizer, state }) => {
+    // A step has at most batchSize slices: more threads would only be started and wait.
+    const workers = Math.min(checkWorkers(options.workers, "train"), state.batchSize);
     const backend = options.backend ?? "wasm";
     const shared = shareModel(model);
     const variables = model.variables();
@@ -158,6 +166,7 @@ export function workerStepper(options: { workers: number; backend?: BackendName 
               totals,
               jasmin: settings.jasmin,
               gradients,
+              parameters,
               slot,
             } satisfies TrainStepPayload),
           ),

@@ -34,8 +34,8 @@ export interface Stepper {
   close(): Promise<void>;
 }
 
-/** Makes the stepper of a run (called once the run is built). */
-export type StepperFactory = (run: { model: Model; optimizer: AdamW }) => Promise<Stepper>;
+/** Makes the stepper of a run (called once the run is built; state.batchSize bounds how many slices a step has). */
+export type StepperFactory = (run: { model: Model; optimizer: AdamW; state: { batchSize: number } }) => Promise<Stepper>;
 
 /**
  * Steps in this thread: {@link trainStep} on each batch.

@@ -188,3 +188,14 @@ test("a worker that throws on its slice stops the run with its message; the last
   assert.equal(reloaded.trainState.epoch, 1);
   reloaded.model.dispose();
 });
+
+test("more workers than a batch has examples: the pool has one thread per example, and the history records that count", async () => {
+  const r = await digitRun(8, { batchSize: 3, limit: 12, epochs: 1 });
+  try {
+    assert.equal(r.trainState.history[0].workers, 3);
+    assert.equal(r.trainState.step, 4);
+  } finally {
+    r.model.dispose();
+  }
+});
+
