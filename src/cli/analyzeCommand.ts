@@ -2,6 +2,7 @@ import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
+import { warnOversubscribed } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
@@ -107,6 +108,7 @@ export function analyzeCommand(): Command {
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
       const workers = opts.workers ?? defaultWorkers(); // now: a bad ATTNLIP_WORKERS stops the run before anything loads
+      warnOversubscribed(workers, "analyze");
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

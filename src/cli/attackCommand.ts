@@ -8,7 +8,7 @@ import { attackNames, attackSpec, type AttackSettingName } from "../robustness/r
 import { defaultWorkers } from "../parallel/workerCount.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag, numberListFlag } from "./flags.ts";
+import { firstFlagIssue, numberFlag, numberListFlag, warnOversubscribed } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -262,7 +262,8 @@ export function attackCommand(): Command {
     )
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
-      if (flags.workers === undefined) defaultWorkers(); // a bad ATTNLIP_WORKERS stops the run before anything loads
+      // Now: a bad ATTNLIP_WORKERS stops the run before anything loads.
+      warnOversubscribed(flags.workers ?? defaultWorkers(), "attack");
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("attack: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

@@ -1,5 +1,6 @@
 import { Command, Option } from "commander";
 import { defaultWorkers } from "../parallel/workerCount.ts";
+import { warnOversubscribed } from "./flags.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface DemoFlags {
@@ -56,6 +57,7 @@ export function demoCommand(): Command {
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);
       const workers = numbers.workers ?? defaultWorkers();
+      warnOversubscribed(workers, "demo");
       const { runDemo } = await import("./demoRun.ts");
       const { demoSettings } = await import("./demoSettings.ts");
       const task = flags.task as "image" | "text";

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
 import { describeNumberRule, flagError, readNumber, type NumberRule } from "../util/numberFlag.ts";
 import type { InputError } from "../util/errors.ts";
+import { oversubscriptionWarning } from "../parallel/workerCount.ts";
 
 /**
  * Flag checking shared by the commands: numbers are read and worded by util/numberFlag.ts
@@ -82,3 +83,14 @@ export const TEXT_FILE_FLAGS = {
     })
     .optional(),
 };
+
+/**
+ * Prints {@link oversubscriptionWarning}'s line to stderr when a command's worker count is
+ * above the cores (the run goes on: the count may be deliberate, e.g. to check agreement).
+ *
+ * @example warnOversubscribed(64, "train") // prints "train: warning: --workers 64 is more than ..."
+ */
+export function warnOversubscribed(workers: number, who: string): void {
+  const warning = oversubscriptionWarning(workers, who);
+  if (warning !== null) console.error(warning);
+}

@@ -17,7 +17,7 @@ import { InputError } from "../util/errors.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag } from "./flags.ts";
+import { firstFlagIssue, numberFlag, warnOversubscribed } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
@@ -222,6 +222,7 @@ export function trainCommand(): Command {
       // Before any work: an --out that cannot be written is refused now, not after loading the data.
       if (flags.out !== undefined && flags.resume === undefined) checkOutPath(flags.out, "folder", "--out", "train");
       const workers = flags.workers ?? defaultWorkers();
+      warnOversubscribed(workers, "train");
       await useBackend(flags.backend ?? "wasm");
       const result = await trainInWorkers({
         workers,

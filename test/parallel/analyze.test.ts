@@ -10,7 +10,8 @@ import { modelPreset } from "../../src/nn/config.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { analyzeInWorkers } from "../../src/parallel/analyzeTask.ts";
-import { checkWorkers } from "../../src/parallel/workerCount.ts";
+import { checkWorkers, oversubscriptionWarning } from "../../src/parallel/workerCount.ts";
+import { availableParallelism } from "node:os";
 import { InputError } from "../../src/util/errors.ts";
 import { runAttnlip } from "../helpers/cli.ts";
 import { tinyText } from "../helpers/tinyText.ts";
@@ -85,6 +86,21 @@ test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1);
   assert.match(r.stderr, /analyze: --workers: must be an integer from 1 to 256, got "0"/);
+});
+
+test("more workers than cores: a one-line warning on stderr, and the run goes on", () => {
+  assert.equal(oversubscriptionWarning(2, "train", 2), null);
+  assert.match(
+    oversubscriptionWarning(64, "train", 2) ?? "",
+    /^train: warning: --workers 64 is more than the 2 cores of this machine: .* slower than --workers 2$/,
+  );
+  const workers = availableParallelism() + 1;
+  const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", String(workers)]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, new RegExp(`analyze: warning: --workers ${workers} is more than the ${workers - 1} cores`));
+  const within = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", "1"]);
+  assert.equal(within.code, 0, within.stderr);
+  assert.doesNotMatch(within.stderr, /warning: --workers/);
 });
 
 test("a bad ATTNLIP_WORKERS stops analyze and attack before anything loads, quoting what was set (exit 2, one line)", () => {
