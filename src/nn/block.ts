@@ -3,6 +3,7 @@ import { multiHeadAttention, type AttentionParams } from "./attention.ts";
 import { layerNorm } from "./layerNorm.ts";
 import { mlp, type MlpParams } from "./mlp.ts";
 import type { ParamStore } from "./params.ts";
+import type { Activation } from "./gelu.ts";
 import type { BlockTrace, TracedLayer } from "./trace.ts";
 
 /** Shape settings a block needs (a subset of the model config). */
@@ -14,6 +15,8 @@ export interface BlockConfig {
   norm: "pre" | "post";
   lnEps: number;
   dropout: number;
+  /** The MLP activation (default "gelu-tanh"). */
+  activation?: Activation;
 }
 
 /** A block's parameters. */
@@ -137,6 +140,7 @@ export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): Trace
       b2: `${name}.mlp.b2`,
     },
     extras: { pre: t.mlpPre },
+    settings: { activation: cfg.activation ?? "gelu-tanh" },
   };
   const residual = (which: string, input: tf.Tensor, children: TracedLayer[]): TracedLayer => ({
     kind: "residual",
@@ -186,7 +190,7 @@ export function transformerBlock(
     const a = multiHeadAttention(attnInput, p.attn, cfg.heads, allowed);
     const mid = tf.add(x, drop(a.out));
     const mlpInput = ln2(mid);
-    const m = mlp(mlpInput, p.mlp);
+    const m = mlp(mlpInput, p.mlp, cfg.activation);
     const out = tf.add(mid, drop(m.out));
     const { q, k, v, p: probs } = a;
     const trace: BlockTrace = {
@@ -203,7 +207,7 @@ export function transformerBlock(
   const a = multiHeadAttention(x, p.attn, cfg.heads, allowed);
   const ln1Input = tf.add(x, drop(a.out));
   const mlpInput = ln1(ln1Input);
-  const m = mlp(mlpInput, p.mlp);
+  const m = mlp(mlpInput, p.mlp, cfg.activation);
   const ln2Input = tf.add(mlpInput, drop(m.out));
   const out = ln2(ln2Input);
   const { q, k, v, p: probs } = a;

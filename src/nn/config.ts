@@ -27,6 +27,8 @@ const encoderFields = {
   norm: z.enum(["pre", "post"]).default("pre"),
   /** LayerNorm epsilon. */
   lnEps: z.number().positive().default(1e-5),
+  /** The MLP activation: GELU in its tanh approximation, or exact (erf) GELU as in Hugging Face's "gelu". */
+  activation: z.enum(["gelu-tanh", "gelu-erf"]).default("gelu-tanh"),
   /** Dropout rate applied to each sub-layer's output in training mode (0: none). */
   dropout: z.number().min(0).lt(1).default(0),
 };

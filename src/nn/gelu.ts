@@ -1,3 +1,5 @@
+import erf from "@stdlib/math-base-special-erf";
+
 /**
  * GELU in its tanh approximation (Hendrycks & Gimpel 2016, eq. for "0.5x(1 + tanh[...])", the
  * form GPT-2 and BERT's TF code use), as plain float64 functions for the bound rules
@@ -45,3 +47,49 @@ export const GELU_DERIVATIVE_MAX: number = (() => {
   }
   return Math.max(best, geluDerivative((lo + hi) / 2));
 })();
+
+/**
+ * Exact GELU, x Phi(x) with Phi the standard normal CDF (Hendrycks & Gimpel 2016; what PyTorch's
+ * `gelu` and Hugging Face's `hidden_act: "gelu"` compute), in float64:
+ *
+ *   geluErf(x)  = 0.5 x (1 + erf(x / sqrt 2))
+ *   geluErf'(x) = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+ *
+ * erf is @stdlib/math-base-special-erf (JavaScript has no Math.erf).
+ *
+ * @example geluErf(1) // 0.8413447460685429
+ */
+export function geluErf(x: number): number {
+  return 0.5 * x * (1 + erf(x / Math.SQRT2));
+}
+
+/** Derivative of the exact GELU at x, Phi(x) + x phi(x), in float64. @example geluErfDerivative(0) // 0.5 */
+export function geluErfDerivative(x: number): number {
+  return 0.5 * (1 + erf(x / Math.SQRT2)) + (x * Math.exp(-0.5 * x * x)) / Math.sqrt(2 * Math.PI);
+}
+
+/**
+ * max over x of |geluErf'(x)| in closed form (docs/math.md section 3, "Exact GELU"):
+ * geluErf''(x) = phi(x) (2 - x^2), so the derivative is largest at x = sqrt 2, where it is
+ * Phi(sqrt 2) + sqrt 2 phi(sqrt 2) = 1.1289..., and smallest at -sqrt 2 (-0.0678...).
+ */
+export const GELU_ERF_DERIVATIVE_MAX: number = geluErfDerivative(Math.SQRT2);
+
+/** The MLP activations: "gelu-tanh" (the tanh approximation) or "gelu-erf" (exact GELU). */
+export const ACTIVATIONS = ["gelu-tanh", "gelu-erf"] as const;
+
+/** One of {@link ACTIVATIONS}. */
+export type Activation = (typeof ACTIVATIONS)[number];
+
+/**
+ * An activation's float64 derivative and the max of its absolute value over the reals, what
+ * the MLP rule needs (docs/math.md section 3).
+ *
+ * @throws RangeError naming the activation and the known ones when it is not one of them.
+ * @example activationDerivative("gelu-erf").max // 1.1289...
+ */
+export function activationDerivative(name: string): { derivative: (x: number) => number; max: number } {
+  if (name === "gelu-tanh") return { derivative: geluDerivative, max: GELU_DERIVATIVE_MAX };
+  if (name === "gelu-erf") return { derivative: geluErfDerivative, max: GELU_ERF_DERIVATIVE_MAX };
+  throw new RangeError(`activation: expected one of ${ACTIVATIONS.join(", ")}, got "${name}"`);
+}

@@ -23,9 +23,15 @@ export {
   gelu,
   geluDerivative,
   GELU_DERIVATIVE_MAX,
+  geluErfTensor,
+  geluErf,
+  geluErfDerivative,
+  GELU_ERF_DERIVATIVE_MAX,
+  activationTensor,
   type MlpParams,
   type MlpResult,
 } from "./mlp.ts";
+export { ACTIVATIONS, activationDerivative, type Activation } from "./gelu.ts";
 export { allowedKeys, maskOffset } from "./mask.ts";
 export { multiHeadAttention, type AttentionParams, type AttentionResult } from "./attention.ts";
 export {

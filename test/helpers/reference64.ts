@@ -1,5 +1,5 @@
 import type { ModelConfig, TextConfig, VitConfig } from "../../src/nn/config.ts";
-import { gelu } from "../../src/nn/gelu.ts";
+import { gelu, geluErf } from "../../src/nn/gelu.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 
 /**
@@ -69,15 +69,16 @@ export function layerNorm64(
   return y;
 }
 
-/** MLP per row: GELU(x W1 + b1) W2 + b2 (tanh GELU). @returns {out [rows, d], h [rows, hidden]}. */
+/** MLP per row: GELU(x W1 + b1) W2 + b2 (tanh GELU, or exact with "gelu-erf"). @returns {out [rows, d], h [rows, hidden]}. */
 export function mlp64(
   x: ArrayLike<number>,
   rows: number,
   weights: Weights,
   prefix: string,
+  activation: "gelu-tanh" | "gelu-erf" = "gelu-tanh",
 ): { out: Float64Array; h: Float64Array } {
   const h = linear64(x, rows, w(weights, `${prefix}.w1`), w(weights, `${prefix}.b1`));
-  const a = h.map(gelu);
+  const a = h.map(activation === "gelu-erf" ? geluErf : gelu);
   return { out: linear64(a, rows, w(weights, `${prefix}.w2`), w(weights, `${prefix}.b2`)), h };
 }
 
@@ -187,12 +188,12 @@ export function block64(
   if (cfg.norm === "pre") {
     const attn = attention64(ln(x, "ln1"), n, cfg.heads, weights, `${pre}.attn`, allowed);
     const mid = add(x, attn.out);
-    const m = mlp64(ln(mid, "ln2"), n, weights, `${pre}.mlp`);
+    const m = mlp64(ln(mid, "ln2"), n, weights, `${pre}.mlp`, cfg.activation);
     return { out: add(mid, m.out), attn, h: m.h };
   }
   const attn = attention64(x, n, cfg.heads, weights, `${pre}.attn`, allowed);
   const y = ln(add(x, attn.out), "ln1");
-  const m = mlp64(y, n, weights, `${pre}.mlp`);
+  const m = mlp64(y, n, weights, `${pre}.mlp`, cfg.activation);
   return { out: ln(add(y, m.out), "ln2"), attn, h: m.h };
 }
 

@@ -60,9 +60,10 @@ test("LayerNorm rule >= true local constant on 250 random inputs (near-constant 
   }
 });
 
-test("MLP rule: local value equals the true local constant, relaxed and global are above it (250 cases)", () => {
+test("MLP rule (tanh and exact GELU): local value equals the true local constant, relaxed and global are above it (250 cases)", () => {
   const rand = mulberry32(62);
   for (let t = 0; t < 250; t++) {
+    const activation = t % 2 === 0 ? "gelu-tanh" : "gelu-erf";
     const n = 1 + Math.floor(rand() * 5);
     const d = 2 + Math.floor(rand() * 8);
     const hidden = 2 + Math.floor(rand() * 14);
@@ -75,13 +76,22 @@ test("MLP rule: local value equals the true local constant, relaxed and global a
     );
     const x = normals(rand, n * d, pick(rand, [0.3, 1, 3]));
     const truth = sigmaMax(
-      fdJacobian((z) => mlp64(z, n, weights, "blocks.0.mlp").out, x, 1e-6),
+      fdJacobian((z) => mlp64(z, n, weights, "blocks.0.mlp", activation).out, x, 1e-6),
       n * d,
       n * d,
     );
-    const { h } = mlp64(x, n, weights, "blocks.0.mlp");
+    const { h } = mlp64(x, n, weights, "blocks.0.mlp", activation);
     const norms = modelWeightNorms(weights, { dModel: d, heads: 1, blocks: 1 }).blocks[0];
-    const b = mlpBound(h, n, d, hidden, norms.w1, norms.w2, { w1: norms.w1Norm, w2: norms.w2Norm });
+    const b = mlpBound(
+      h,
+      n,
+      d,
+      hidden,
+      norms.w1,
+      norms.w2,
+      { w1: norms.w1Norm, w2: norms.w2Norm },
+      { activation },
+    );
     assert.ok(b.local >= truth * (1 - TOL), `case ${t}: local ${b.local} < ${truth}`);
     assert.ok(
       Math.abs(b.local - truth) <= 1e-6 * Math.max(truth, 1e-3),
@@ -99,7 +109,7 @@ test("MLP rule: local value equals the true local constant, relaxed and global a
       norms.w1,
       norms.w2,
       { w1: norms.w1Norm, w2: norms.w2Norm },
-      { local: false },
+      { local: false, activation },
     );
     assert.ok(Number.isNaN(cheap.local) && cheap.relaxed === b.relaxed);
   }
@@ -172,6 +182,7 @@ function cfgFor(
   shape: { dModel: number; heads: number; mlpHidden: number },
   norm: "pre" | "post",
   lnEps: number,
+  activation: "gelu-tanh" | "gelu-erf" = "gelu-tanh",
 ): ModelConfig {
   return {
     kind: "text",
@@ -183,19 +194,21 @@ function cfgFor(
     qkvBias: true,
     norm,
     lnEps,
+    activation,
     dropout: 0,
     pooling: "cls",
     causal: false,
   };
 }
 
-test("block rule (pre-LN and post-LN) >= true local constant on 220 random blocks", () => {
+test("block rule (pre-LN and post-LN, tanh and exact GELU) >= true local constant on 220 random blocks", () => {
   const rand = mulberry32(64);
   const add = (a: Float64Array, b: Float64Array) => a.map((v, i) => v + b[i]);
   for (let t = 0; t < 220; t++) {
     const shape = randomShape(rand);
     const norm = t % 2 === 0 ? "pre" : "post";
-    const cfg = cfgFor(shape, norm, pick(rand, [1e-5, 1e-2]));
+    const activation = t % 4 < 2 ? "gelu-tanh" : "gelu-erf";
+    const cfg = cfgFor(shape, norm, pick(rand, [1e-5, 1e-2]), activation);
     const n = 2 + Math.floor(rand() * 6);
     const d = shape.dModel;
     const weights = randomWeights(
@@ -224,17 +237,23 @@ test("block rule (pre-LN and post-LN) >= true local constant on 220 random block
       attnInput = x;
       ln1Input = add(x, r.attn.out);
       const y = ln(ln1Input, "ln1");
-      ln2Input = add(y, mlp64(y, n, weights, "blocks.0.mlp").out);
+      ln2Input = add(y, mlp64(y, n, weights, "blocks.0.mlp", activation).out);
     }
     const norms = modelWeightNorms(weights, { dModel: d, heads: shape.heads, blocks: 1 }).blocks[0];
     const attention = attentionLayerBound(
       layerHeadBounds(attnInput, n, shape.heads, weights, 0, r.attn, allowed),
       norms.wo,
     );
-    const mlp = mlpBound(r.h, n, d, shape.mlpHidden, norms.w1, norms.w2, {
-      w1: norms.w1Norm,
-      w2: norms.w2Norm,
-    });
+    const mlp = mlpBound(
+      r.h,
+      n,
+      d,
+      shape.mlpHidden,
+      norms.w1,
+      norms.w2,
+      { w1: norms.w1Norm, w2: norms.w2Norm },
+      { activation },
+    );
     const parts = {
       norm,
       attention,

@@ -8,6 +8,11 @@ import {
   geluTensor,
   gelu,
   GELU_DERIVATIVE_MAX,
+  geluErf,
+  geluErfDerivative,
+  GELU_ERF_DERIVATIVE_MAX,
+  geluErfTensor,
+  activationDerivative,
   layerNorm,
   multiHeadAttention,
   type AttentionParams,
@@ -203,6 +208,31 @@ test("GELU tensor matches the float64 function and the derivative matches finite
     });
   });
   assert.ok(GELU_DERIVATIVE_MAX > 1.12 && GELU_DERIVATIVE_MAX < 1.14);
+});
+
+test("exact GELU: tensor, float64 function, derivative and its closed-form max agree", () => {
+  const xs = [-4, -1.5, -Math.SQRT2, -0.3, 0, 0.2, 1, Math.SQRT2, 2.1, 5];
+  // Phi(x) x at known points: Phi(1) = 0.8413447460685429.
+  assert.ok(Math.abs(geluErf(1) - 0.8413447460685429) < 1e-15);
+  assert.equal(geluErf(0), 0);
+  tf.tidy(() => {
+    const y = geluErfTensor(tf.tensor1d(xs)).dataSync();
+    xs.forEach((x, i) => assert.ok(Math.abs(y[i] - geluErf(x)) < 1e-6, `x ${x}: ${y[i]} vs ${geluErf(x)}`));
+    const g = tf
+      .grad((t: tf.Tensor) => tf.sum(geluErfTensor(t)))(tf.tensor1d(xs))
+      .dataSync();
+    xs.forEach((x, i) => {
+      const fd = (geluErf(x + 1e-6) - geluErf(x - 1e-6)) / 2e-6;
+      assert.ok(Math.abs(geluErfDerivative(x) - fd) < 1e-7, `x ${x}`);
+      assert.ok(Math.abs(g[i] - geluErfDerivative(x)) < 1e-5, `x ${x}: autodiff ${g[i]}`);
+    });
+  });
+  // The closed-form max (docs/math.md section 3) is the max of |derivative| on a dense grid.
+  let gridMax = 0;
+  for (let x = -20; x <= 20; x += 1e-4) gridMax = Math.max(gridMax, Math.abs(geluErfDerivative(x)));
+  assert.ok(GELU_ERF_DERIVATIVE_MAX >= gridMax && GELU_ERF_DERIVATIVE_MAX - gridMax < 1e-9, `${GELU_ERF_DERIVATIVE_MAX} vs ${gridMax}`);
+  assert.ok(Math.abs(GELU_ERF_DERIVATIVE_MAX - 1.1289) < 1e-4);
+  assert.throws(() => activationDerivative("relu"), /activation: expected one of gelu-tanh, gelu-erf, got "relu"/);
 });
 
 test("embedding lookup has a gradient on wasm: ids [0,2,2] on a 3x2 table of ones", () => {

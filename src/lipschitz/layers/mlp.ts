@@ -2,7 +2,16 @@ import { mlp } from "../../nn/mlp.ts";
 import { spectralNorm } from "../linalg.ts";
 import { mlpBound } from "../rules/mlp.ts";
 import { extra } from "./view.ts";
-import type { LayerKindSpec } from "./types.ts";
+import type { LayerKindSpec, LayerSettings } from "./types.ts";
+import { ACTIVATIONS, type Activation } from "../../nn/gelu.ts";
+
+/** The `activation` setting of an MLP layer: "gelu-tanh" when absent. @throws RangeError on another value. */
+function activationSetting(settings: LayerSettings): Activation {
+  const a = settings.activation ?? "gelu-tanh";
+  if (!(ACTIVATIONS as readonly unknown[]).includes(a))
+    throw new RangeError(`mlp: setting "activation" must be one of ${ACTIVATIONS.join(", ")}, got "${String(a)}"`);
+  return a as Activation;
+}
 
 /** Weight-only quantities of an MLP: float64 W_1 [d, hidden], W_2 [hidden, d] and their norms. */
 export interface MlpPrepared {
@@ -16,7 +25,8 @@ export interface MlpPrepared {
 
 /**
  * Row-wise MLP act(x W_1 + b_1) W_2 + b_2 (src/nn/mlp.ts). Roles w1 [d, hidden], b1, w2
- * [hidden, d], b2; extra `pre` = x W_1 + b_1 [b, n, hidden]. Rule (docs/math.md section 3):
+ * [hidden, d], b2; extra `pre` = x W_1 + b_1 [b, n, hidden]; setting `activation` ("gelu-tanh",
+ * the default when absent, or "gelu-erf"). Rule (docs/math.md section 3):
  * the exact local value max_row ||W_1 diag(act'(h_row)) W_2||, or the relaxed one when
  * options.mlp is "relaxed"; one value for every variant; `detail` is the MlpBound.
  */
@@ -25,7 +35,7 @@ export const mlpKind: LayerKindSpec<MlpPrepared> = {
   params: { required: ["w1", "b1", "w2", "b2"] },
   forward(x, ctx) {
     const p = ctx.params;
-    const r = mlp(x, { w1: p.w1, b1: p.b1, w2: p.w2, b2: p.b2 });
+    const r = mlp(x, { w1: p.w1, b1: p.b1, w2: p.w2, b2: p.b2 }, activationSetting(ctx.settings));
     return { out: r.out, extras: { pre: r.h } };
   },
   prepare(params, _settings, name) {
@@ -54,7 +64,7 @@ export const mlpKind: LayerKindSpec<MlpPrepared> = {
       m.w1,
       m.w2,
       { w1: m.w1Norm, w2: m.w2Norm },
-      { local },
+      { local, activation: activationSetting(layer.settings) },
     );
     return { value: local ? r.local : r.relaxed, detail: r };
   },

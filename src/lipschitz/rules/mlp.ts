@@ -1,9 +1,9 @@
-import { GELU_DERIVATIVE_MAX, geluDerivative } from "../../nn/gelu.ts";
+import { activationDerivative } from "../../nn/gelu.ts";
 import { belowCertified, symMaxEigenvalue } from "../linalg.ts";
 
 /**
  * Local Lipschitz rule of the row-wise MLP y = act(x W_1 + b_1) W_2 + b_2 (docs/math.md section 3;
- * W_1 [d, hidden], W_2 [hidden, d], act = tanh-GELU). Per row the Jacobian (row-vector
+ * W_1 [d, hidden], W_2 [hidden, d], act = GELU in its tanh or exact erf form). Per row the Jacobian (row-vector
  * convention) is W_1 diag(act'(h_row)) W_2; rows do not mix, so the layer's local constant is
  * exactly max_row ||W_1 diag(act'(h_row)) W_2||_2 (docs/math.md writes it W_2 diag W_1 in column
  * convention; same norm).
@@ -15,7 +15,7 @@ export interface MlpBound {
   local: number;
   /** Relaxed: ||W_1||_2 max_{row, unit} |act'(h)| ||W_2||_2, with the max over this input. */
   relaxed: number;
-  /** Input-free: ||W_1||_2 GELU_DERIVATIVE_MAX ||W_2||_2 (about 1.129 ||W_1|| ||W_2||). */
+  /** Input-free: ||W_1||_2 max|act'| ||W_2||_2 (about 1.129 ||W_1|| ||W_2|| for both GELU forms). */
   global: number;
 }
 
@@ -25,8 +25,10 @@ export interface MlpBound {
  * @param norms ||W_1||_2 and ||W_2||_2 (computed once per model).
  * @param options.local false skips the O(n d^2 hidden) exact value (then `local` is NaN;
  *   callers must then compose with `relaxed`).
+ * @param options.activation "gelu-tanh" (default) or "gelu-erf" (src/nn/gelu.ts).
  * @returns {@link MlpBound}.
- * @throws RangeError on size mismatches.
+ * @throws RangeError on size mismatches or an unknown activation.
+ * @example mlpBound(h, n, d, hidden, w1, w2, { w1: 1.2, w2: 0.9 }, { activation: "gelu-erf" }).local
  */
 export function mlpBound(
   h: ArrayLike<number>,
@@ -36,8 +38,9 @@ export function mlpBound(
   w1: ArrayLike<number>,
   w2: ArrayLike<number>,
   norms: { w1: number; w2: number },
-  options: { local?: boolean } = {},
+  options: { local?: boolean; activation?: string } = {},
 ): MlpBound {
+  const act = activationDerivative(options.activation ?? "gelu-tanh");
   if (h.length < n * hidden)
     throw new RangeError(`mlp: h must have n*hidden = ${n * hidden} entries, got ${h.length}`);
   if (w1.length !== d * hidden || w2.length !== hidden * d)
@@ -45,12 +48,12 @@ export function mlpBound(
   const gAll = new Float64Array(n * hidden);
   let maxDeriv = 0;
   for (let i = 0; i < n * hidden; i++) {
-    const g = geluDerivative(h[i]);
+    const g = act.derivative(h[i]);
     gAll[i] = g;
     maxDeriv = Math.max(maxDeriv, Math.abs(g));
   }
   const relaxed = norms.w1 * maxDeriv * norms.w2;
-  const global = norms.w1 * GELU_DERIVATIVE_MAX * norms.w2;
+  const global = norms.w1 * act.max * norms.w2;
   if (options.local === false) return { local: NaN, relaxed, global };
   const w1f = w1 instanceof Float64Array ? w1 : Float64Array.from(w1);
   const w2f = w2 instanceof Float64Array ? w2 : Float64Array.from(w2);
