@@ -72,7 +72,7 @@ export function analyzeCommand(): Command {
     .description(
       "local Lipschitz bounds (every variant) per block, head and network at test inputs, beside the true values and the ratios",
     )
-    .argument("[checkpoint]", "a checkpoint folder written by `attnlip train` (or use --model with --random-init)")
+    .argument("[checkpoint]", "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init")
     .option("--model <preset>", "model preset when no checkpoint is given", "vit-tiny")
     .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
     .option("--seed <int>", "seed of --random-init and of the power iterations; also of the data split, except for a checkpoint on its own data, which is always analysed on its held-out split", "0")

@@ -70,7 +70,7 @@ export type AnalyzeResult = Analysis & { split: EvaluationSplit };
  */
 export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   await useBackend(run.backend);
-  const { model, source, tokenizer, trained } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
+  const { model, source, tokenizer, trained, imported } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
   try {
     // Before any work: an output folder that cannot be written is refused now, not after the analysis.
     const out = outFolder(run);
@@ -79,7 +79,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const kind = modelInputs(model.config.kind, "analyze");
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "analyze");
-    const request = { who: "analyze", data, trained, seed: run.seed, n: run.n };
+    const request = { who: "analyze", data, trained, imported, seed: run.seed, n: run.n };
     const inputs = await kind
       .load(model, request, {
         tokenizer,

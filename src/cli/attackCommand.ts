@@ -217,7 +217,7 @@ export function attackCommand(): Command {
     )
     .argument(
       "[checkpoint]",
-      "a checkpoint folder written by `attnlip train` (or use --model with --random-init)",
+      "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init",
     )
     .option("--model <preset>", `model preset with --random-init [${d.model}]`)
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")

@@ -74,7 +74,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   ) as AttackRun;
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
-  const { model, source, tokenizer, trained } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
+  const { model, source, tokenizer, trained, imported } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
   const out =
     partial.out ??
     (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
@@ -94,7 +94,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
         "attack",
       );
     checkDataTask(kind, run.data, "attack");
-    const prepared = await prepare(model, kind, run, source, tokenizer, trained);
+    const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
     const results = evaluation.results.map((r) => ({
@@ -263,11 +263,12 @@ async function prepare(
   source: string,
   tokenizer: WordTokenizer | null,
   trained: TrainedData | null,
+  imported: boolean,
 ): Promise<Prepared> {
   const inputs = await kind
     .load(
       model,
-      { who: "attack", data: run.data, trained, seed: run.seed, n: run.n },
+      { who: "attack", data: run.data, trained, imported, seed: run.seed, n: run.n },
       { tokenizer, textColumn: run.textColumn, labelColumn: run.labelColumn, encoding: run.encoding },
     )
     .catch(asInputError);

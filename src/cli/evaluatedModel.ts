@@ -4,6 +4,7 @@ import { modelPreset } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
+import { isHfFolder, loadHfModel } from "../hf/load.ts";
 import { InputError } from "../util/errors.ts";
 
 /** A model to evaluate, as analyze and attack load it. The caller disposes `model`. */
@@ -13,17 +14,20 @@ export interface EvaluatedModel {
   source: string;
   /** A text checkpoint's tokenizer (null for ViTs and random-init models). */
   tokenizer: WordTokenizer | null;
-  /** The checkpoint's data record and training fingerprints (null for a random-init model). */
+  /** The checkpoint's data record and training fingerprints (null for a random-init or imported model). */
   trained: TrainedData | null;
+  /** Whether the model was imported from a Hugging Face folder (attnlip did not train it). */
+  imported: boolean;
 }
 
 /**
  * The model a command evaluates: the checkpoint's (with its tokenizer and data record) when a
- * folder is given, else the preset initialised with `seed`.
+ * folder is given, imported when the folder is a Hugging Face one (src/hf/load.ts: config.json
+ * with `model_type`), else the preset initialised with `seed`.
  *
  * @param who the command, for messages ("analyze", "attack").
- * @throws CheckpointError on a broken checkpoint; InputError `WHO: --model: ...` on an
- *   unknown preset.
+ * @throws CheckpointError on a broken checkpoint; HfImportError on a Hugging Face folder
+ *   attnlip cannot import; InputError `WHO: --model: ...` on an unknown preset.
  * @example const { model, source } = await evaluatedModel("analyze", undefined, "vit-micro", 0); model.dispose();
  */
 export async function evaluatedModel(
@@ -32,6 +36,20 @@ export async function evaluatedModel(
   preset: string,
   seed: number,
 ): Promise<EvaluatedModel> {
+  if (checkpoint !== undefined && (await isHfFolder(checkpoint))) {
+    const hf = await loadHfModel(checkpoint, who);
+    if (hf.config.kind !== "vit") {
+      hf.model.dispose();
+      throw new InputError(`${who}: ${checkpoint}: imported text models are not supported yet`);
+    }
+    return {
+      model: hf.model as TransformerClassifier,
+      source: `${checkpoint} (Hugging Face ${hf.architecture})`,
+      tokenizer: null,
+      trained: null,
+      imported: true,
+    };
+  }
   if (checkpoint !== undefined) {
     const ckpt = await loadCheckpoint(checkpoint);
     return {
@@ -39,6 +57,7 @@ export async function evaluatedModel(
       source: checkpoint,
       tokenizer: ckpt.tokenizer,
       trained: trainedData(ckpt),
+      imported: false,
     };
   }
   let config;
@@ -52,5 +71,6 @@ export async function evaluatedModel(
     source: `${preset} (random init, seed ${seed})`,
     tokenizer: null,
     trained: null,
+    imported: false,
   };
 }

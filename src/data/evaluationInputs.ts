@@ -74,8 +74,10 @@ export interface EvaluationRequest {
   who: string;
   /** --data as given (undefined: the checkpoint's own data, else the default). */
   data: string | undefined;
-  /** The checkpoint's data record; null for a random-init model. */
+  /** The checkpoint's data record; null for a random-init or imported model. */
   trained: TrainedData | null;
+  /** A model attnlip did not train (a Hugging Face folder): the split record says so (origin "imported"). */
+  imported?: boolean;
   /** Split seed for a random-init model or data other than the checkpoint's. */
   seed: number;
   /** Examples wanted (the first n held-out ones of the test split); fewer are used when fewer are held out. */
@@ -227,7 +229,7 @@ function heldOutPart<S extends ImageSplit | TextSplit>(
   const split = select(data.test, kept.slice(0, request.n));
   const checks = { digestsChecked: false, contentChecked: false, leftOut: leftOut.length, inputsChecked: seen !== null };
   if (!own || trained === null) {
-    const origin = trained === null ? "random-init" : "other-data";
+    const origin = trained !== null ? "other-data" : request.imported === true ? "imported" : "random-init";
     return { split, info: evaluationInfo(data.spec, origin, request.seed, 0, data.test.count, split.indices, checks) };
   }
   checkHeldOut(who, data.spec, trained, data.train.indices, data.test.indices, split.indices);

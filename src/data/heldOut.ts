@@ -41,9 +41,11 @@ export interface EvaluationSplit {
   /**
    * How the test split was chosen: "checkpoint" = the checkpoint's own held-out split (same
    * data, seed and sizes as training, digests checked); "other-data" = a checkpoint evaluated
-   * on data other than its training data; "random-init" = no training at all (split by seed).
+   * on data other than its training data; "random-init" = no training at all (split by seed);
+   * "imported" = a model attnlip did not train (a Hugging Face folder): its training data is
+   * unknown, so nothing can be held out (split by seed).
    */
-  origin: "checkpoint" | "other-data" | "random-init";
+  origin: "checkpoint" | "other-data" | "random-init" | "imported";
   /** Seed of the train/test split (the checkpoint's training seed for "checkpoint"). */
   splitSeed: number;
   /** Size of the training split the model saw (0 for "random-init" and "other-data"). */
@@ -231,5 +233,7 @@ export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   }
   if (split.origin === "other-data")
     return `test split of ${split.spec} (not the checkpoint's training data; split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
+  if (split.origin === "imported")
+    return `test split of ${split.spec} (imported model, not trained by attnlip: its training data is unknown, so these examples may include some it was trained on; split seed ${split.splitSeed}, ${split.testCount} test); evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
   return `test split of ${split.spec} (random-init model, split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
 }

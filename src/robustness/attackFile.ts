@@ -18,7 +18,7 @@ import type { EvaluationSplit } from "../data/heldOut.ts";
 /** Which test examples an analysis or attack used (data/heldOut.ts EvaluationSplit; absent in older files). */
 export const SplitSchema = z.looseObject({
   spec: z.string(),
-  origin: z.enum(["checkpoint", "other-data", "random-init"]),
+  origin: z.enum(["checkpoint", "other-data", "random-init", "imported"]),
   splitSeed: z.number(),
   trainCount: z.number(),
   testCount: z.number(),

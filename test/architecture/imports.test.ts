@@ -14,7 +14,7 @@ export const LAYERS = [
   ["softmax"],
   ["io"],
   ["nn"],
-  ["data"],
+  ["data", "hf"],
   ["lipschitz"],
   ["train"],
   ["robustness"],

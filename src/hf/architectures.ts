@@ -1,0 +1,10 @@
+import type { HfArchitecture } from "./types.ts";
+import { vitForImageClassification } from "./vit.ts";
+
+/**
+ * The Hugging Face architectures attnlip imports, by their class name in config.json's
+ * `architectures`. Adding one: a file like vit.ts and a line here.
+ */
+export const HF_ARCHITECTURES: ReadonlyMap<string, HfArchitecture> = new Map(
+  [vitForImageClassification].map((a) => [a.name, a]),
+);

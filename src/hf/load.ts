@@ -1,0 +1,101 @@
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { readSafetensors } from "../io/safetensors.ts";
+import { parseJsonStrict } from "../io/strictJson.ts";
+import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
+import { createModel, type Model } from "../nn/create.ts";
+import { HF_ARCHITECTURES } from "./architectures.ts";
+import { HfImportError, type HfArchitecture } from "./types.ts";
+
+/** A model imported from a Hugging Face folder. The caller disposes `model`. */
+export interface HfModel {
+  model: Model;
+  config: ModelConfig;
+  /** The class in config.json's `architectures`, e.g. "ViTForImageClassification". */
+  architecture: string;
+  /** config.json as read (kept for export). */
+  hfConfig: Record<string, unknown>;
+}
+
+/**
+ * Whether `dir` looks like a Hugging Face model folder: a config.json with `model_type` or
+ * `architectures` (attnlip's own config.json has `kind` instead). Reads nothing else.
+ *
+ * @example isHfFolder("runs/demo/baseline") // false
+ */
+export async function isHfFolder(dir: string): Promise<boolean> {
+  const path = join(dir, "config.json");
+  if (!existsSync(path)) return false;
+  let json: unknown;
+  try {
+    json = parseJsonStrict(await readFile(path, "utf8"));
+  } catch {
+    return false;
+  }
+  return typeof json === "object" && json !== null && ("model_type" in json || "architectures" in json) && !("kind" in json);
+}
+
+/**
+ * Imports a Hugging Face model folder (config.json + model.safetensors, float32/float16/bfloat16
+ * tensors read as float32) into an attnlip model that computes the same function.
+ * Supported: see {@link HF_ARCHITECTURES} (the class named first in `architectures`).
+ *
+ * @param dir the folder `save_pretrained` wrote.
+ * @param who the command, first word of error messages.
+ * @throws HfImportError (an InputError: one line from the CLI) naming the folder and the problem:
+ *   no config.json, an architecture attnlip does not import (with the supported list), a
+ *   setting without an attnlip equivalent, a missing, mis-shaped or unused tensor, or sharded
+ *   weights (model.safetensors.index.json; not supported yet).
+ * @example
+ *   const { model } = await loadHfModel("test/fixtures/hf/vit-tiny-random", "analyze");
+ *   model.forward(images).logits; // [b, classes]
+ */
+export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
+  const where = `${who}: ${dir}`;
+  const configPath = join(dir, "config.json");
+  if (!existsSync(configPath)) throw new HfImportError(`${where}: no config.json`);
+  let hf: Record<string, unknown>;
+  try {
+    const json = parseJsonStrict(await readFile(configPath, "utf8"));
+    if (typeof json !== "object" || json === null || Array.isArray(json)) throw new SyntaxError("not a JSON object");
+    hf = json as Record<string, unknown>;
+  } catch (e) {
+    throw new HfImportError(`${where}: config.json: ${(e as Error).message}`);
+  }
+  const arch = architectureOf(hf, where);
+  let config: ModelConfig;
+  try {
+    config = parseModelConfig(arch.config(hf, where));
+  } catch (e) {
+    if (e instanceof ConfigError) throw new HfImportError(`${where}: config.json gives an invalid model: ${e.message}`);
+    throw e;
+  }
+  const weightsPath = join(dir, "model.safetensors");
+  if (!existsSync(weightsPath)) {
+    if (existsSync(join(dir, "model.safetensors.index.json")))
+      throw new HfImportError(`${where}: sharded weights (model.safetensors.index.json) are not supported yet; save the model with a larger max_shard_size`);
+    throw new HfImportError(`${where}: no model.safetensors (attnlip reads safetensors weights, not pytorch_model.bin)`);
+  }
+  const { tensors } = await readSafetensors(weightsPath, { name: `${where}/model.safetensors` });
+  const weights = arch.weights(tensors, config, where);
+  tensors.clear();
+  const model = createModel(config);
+  try {
+    model.setWeights(weights);
+  } catch (e) {
+    model.dispose();
+    throw new HfImportError(`${where}: ${(e as Error).message}`);
+  }
+  return { model, config, architecture: arch.name, hfConfig: hf };
+}
+
+function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {
+  const supported = [...HF_ARCHITECTURES.keys()].join(", ");
+  const list = hf.architectures;
+  if (!Array.isArray(list) || list.length === 0 || typeof list[0] !== "string")
+    throw new HfImportError(`${where}: config.json names no architecture ("architectures"); attnlip imports ${supported}`);
+  const arch = HF_ARCHITECTURES.get(list[0]);
+  if (arch === undefined) throw new HfImportError(`${where}: architecture ${list[0]} is not supported; attnlip imports ${supported}`);
+  return arch;
+}

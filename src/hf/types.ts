@@ -1,0 +1,110 @@
+import type { DecodedTensor } from "../io/safetensors.ts";
+import type { ModelConfigInput } from "../nn/config.ts";
+import type { NamedArray } from "../nn/params.ts";
+import { InputError } from "../util/errors.ts";
+
+/**
+ * What one Hugging Face architecture needs to be imported: how its config.json becomes an
+ * attnlip model config, and how its tensors (the classic names found on the Hub) become the
+ * model's parameters. One file per architecture, registered in architectures.ts.
+ */
+export interface HfArchitecture {
+  /** The class name in config.json's `architectures`, e.g. "ViTForImageClassification". */
+  name: string;
+  /** config.json's `model_type` the class belongs to, e.g. "vit". */
+  modelType: string;
+  /**
+   * The attnlip config for a Hugging Face config.
+   *
+   * @throws HfImportError naming the field and what attnlip supports when a setting has no
+   *   attnlip equivalent.
+   */
+  config(hf: Record<string, unknown>, who: string): ModelConfigInput;
+  /**
+   * attnlip's parameters from the file's tensors, with the layout changes (nn.Linear weights
+   * are [out, in], attnlip's [in, out]; Conv2d patch weights [d, c, p, p], attnlip's rows of
+   * (py, px, channel)).
+   *
+   * @throws HfImportError naming a missing or mis-shaped tensor.
+   */
+  weights(tensors: ReadonlyMap<string, DecodedTensor>, config: ModelConfigInput, who: string): Map<string, NamedArray>;
+}
+
+/** A Hugging Face folder attnlip cannot import, with what is wrong and what is supported. */
+export class HfImportError extends InputError {
+  override name = "HfImportError";
+}
+
+/** A config field of a given type, or an HfImportError naming it. */
+export function hfField<T extends "number" | "string" | "boolean">(
+  hf: Record<string, unknown>,
+  key: string,
+  type: T,
+  who: string,
+  fallback?: T extends "number" ? number : T extends "string" ? string : boolean,
+): T extends "number" ? number : T extends "string" ? string : boolean {
+  const v = hf[key] ?? fallback;
+  if (typeof v !== type)
+    throw new HfImportError(`${who}: config.json: "${key}" must be a ${type}, got ${JSON.stringify(v)}`);
+  return v as T extends "number" ? number : T extends "string" ? string : boolean;
+}
+
+/** The number of labels: `id2label`'s size, else `num_labels`, else 2 (the library's default). */
+export function hfLabels(hf: Record<string, unknown>, who: string): number {
+  const id2label = hf.id2label;
+  if (id2label !== undefined && (typeof id2label !== "object" || id2label === null || Array.isArray(id2label)))
+    throw new HfImportError(`${who}: config.json: "id2label" must be an object`);
+  if (id2label !== undefined) return Object.keys(id2label).length;
+  return hfField(hf, "num_labels", "number", who, 2);
+}
+
+/** The attnlip activation for `hidden_act`: "gelu" is exact GELU, "gelu_new" and "gelu_pytorch_tanh" the tanh form. */
+export function hfActivation(hf: Record<string, unknown>, key: string, who: string): "gelu-erf" | "gelu-tanh" {
+  const act = hfField(hf, key, "string", who);
+  if (act === "gelu") return "gelu-erf";
+  if (act === "gelu_new" || act === "gelu_pytorch_tanh") return "gelu-tanh";
+  throw new HfImportError(`${who}: config.json: ${key} "${act}" is not supported (attnlip has "gelu", "gelu_new" and "gelu_pytorch_tanh")`);
+}
+
+/**
+ * Reads tensors by their Hugging Face names, checking shapes, and records which were used so
+ * that the importer can refuse tensors it would silently drop.
+ */
+export class TensorReader {
+  readonly #tensors: ReadonlyMap<string, DecodedTensor>;
+  readonly #who: string;
+  readonly used = new Set<string>();
+
+  constructor(tensors: ReadonlyMap<string, DecodedTensor>, who: string) {
+    this.#tensors = tensors;
+    this.#who = who;
+  }
+
+  /** The tensor `name` with shape `shape`. @throws HfImportError when it is missing or has another shape. */
+  get(name: string, shape: readonly number[]): DecodedTensor {
+    const t = this.#tensors.get(name);
+    if (t === undefined) throw new HfImportError(`${this.#who}: model.safetensors has no tensor "${name}"`);
+    if (t.shape.length !== shape.length || t.shape.some((s, i) => s !== shape[i]))
+      throw new HfImportError(`${this.#who}: tensor "${name}" has shape [${t.shape.join(", ")}], expected [${shape.join(", ")}]`);
+    this.used.add(name);
+    return t;
+  }
+
+  /** Tensors never read: an importer refuses a file with any (they would be dropped silently). */
+  unused(): string[] {
+    return [...this.#tensors.keys()].filter((n) => !this.used.has(n));
+  }
+}
+
+/** An nn.Linear weight [out, in] as attnlip's [in, out]. */
+export function transposed(t: DecodedTensor): NamedArray {
+  const [rows, cols] = t.shape;
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = t.data[r * cols + c];
+  return { data: out, shape: [cols, rows] };
+}
+
+/** A tensor with a new shape of the same size (no copy). */
+export function reshaped(t: DecodedTensor, shape: number[]): NamedArray {
+  return { data: t.data, shape };
+}
