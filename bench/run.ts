@@ -3,6 +3,7 @@ import { benchSoftmax } from "./softmax.bench.ts";
 import { benchLipschitz } from "./lipschitz.bench.ts";
 import { benchTrain } from "./train.bench.ts";
 import { benchParallel } from "./parallel.bench.ts";
+import { benchHf } from "./hf.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -13,6 +14,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   lipschitz: benchLipschitz,
   train: benchTrain,
   parallel: benchParallel,
+  hf: benchHf,
 };
 
 const wanted = process.argv.slice(2);

@@ -26,7 +26,7 @@ export function geluDerivative(x: number): number {
 }
 
 /**
- * max over x of |gelu'(x)| (about 1.1289, reached near x = 2.12), found by a dense grid plus
+ * max over x of |gelu'(x)| (about 1.12899, reached near x = 1.4185), found by a dense grid plus
  * golden-section refinement at module load.
  */
 export const GELU_DERIVATIVE_MAX: number = (() => {
@@ -71,7 +71,8 @@ export function geluErfDerivative(x: number): number {
 /**
  * max over x of |geluErf'(x)| in closed form (docs/math.md section 3, "Exact GELU"):
  * geluErf''(x) = phi(x) (2 - x^2), so the derivative is largest at x = sqrt 2, where it is
- * Phi(sqrt 2) + sqrt 2 phi(sqrt 2) = 1.1289..., and smallest at -sqrt 2 (-0.0678...).
+ * Phi(sqrt 2) + sqrt 2 phi(sqrt 2) = 1.128904..., and smallest at -sqrt 2, where it is
+ * 1 - 1.128904... = -0.128904... (act'(-x) = 1 - act'(x)).
  */
 export const GELU_ERF_DERIVATIVE_MAX: number = geluErfDerivative(Math.SQRT2);
 

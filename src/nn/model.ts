@@ -66,8 +66,8 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
 
   /** The settings every block uses. */
   get blockConfig(): BlockConfig {
-    const { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout } = this.config;
-    return { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout };
+    const { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation } = this.config;
+    return { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation };
   }
 
   /** Whether attention is causal (text config `causal`; false for ViT). */

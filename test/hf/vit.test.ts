@@ -56,14 +56,12 @@ test("a Hugging Face ViT folder imports as a ViT with exact GELU and the config'
   }
 });
 
-// Tolerances. The reference is transformers' float64 pass; attnlip's tensors are float32. This
-// fixture is deliberately ill-conditioned (initializer_range 0.3: attention logits in the tens,
-// block Jacobian norms near 90), so float32 rounding alone moves its logits by about 4e-4 and
-// block 1's attention by about 1e-4. The float64 pass of the imported weights (test/helpers)
-// matches to 1e-6, which pins the import itself; the float32 pass is held to float32 levels.
-const F32_LOGITS = 1e-3;
-const F32_ATTENTION = 3e-4;
-const F32_RELATIVE = 1e-3;
+// The reference is transformers' float64 pass; attnlip's tensors are float32 (measured: logits
+// within 8e-7, attention within 4e-7). The tanh GELU in place of the exact one moves the logits
+// by 4e-4 and block 1's attention by 1e-4, so these tolerances tell the two forms apart.
+const F32_LOGITS = 1e-4;
+const F32_ATTENTION = 1e-5;
+const F32_RELATIVE = 1e-4;
 
 test("imported weights: attnlip's float64 forward pass gives transformers' logits within 1e-6", async () => {
   await useBackend("wasm");
@@ -79,7 +77,7 @@ test("imported weights: attnlip's float64 forward pass gives transformers' logit
   }
 });
 
-test("imported ViT in float32: logits and attention maps agree with transformers' to float32 rounding", async () => {
+test("imported ViT: logits within 1e-4 and attention maps within 1e-5 of transformers' own", async () => {
   await useBackend("wasm");
   const { model } = await loadHfModel(DIR, "analyze");
   const x = images();
@@ -95,7 +93,7 @@ test("imported ViT in float32: logits and attention maps agree with transformers
       assert.equal(p.length, b * heads * n * n);
       let w = 0;
       rows.forEach((row, r) => row.forEach((v, j) => (w = Math.max(w, Math.abs(v - p[r * n + j])))));
-      assert.ok(w <= (layer === 0 ? 1e-5 : F32_ATTENTION), `layer ${layer}: attention differs by ${w}`);
+      assert.ok(w <= F32_ATTENTION, `layer ${layer}: attention differs by ${w}`);
     });
     logits.dispose();
     disposeTrace(trace!);
@@ -105,7 +103,7 @@ test("imported ViT in float32: logits and attention maps agree with transformers
   }
 });
 
-test("imported ViT: network and per-layer true values agree with the reference to float32 rounding, every bound variant above the layer values", async () => {
+test("imported ViT: network and per-layer true values within 1e-4 of the reference, every bound variant above the layer values", async () => {
   await useBackend("wasm");
   const { model } = await loadHfModel(DIR, "analyze");
   const vit = model as TransformerClassifier;

@@ -1,0 +1,41 @@
+// Child process of bench/hf.bench.ts: loads one Hugging Face folder and measures what the
+// parent cannot (this process's own peak RSS, untouched by the parent's buffers).
+import { tf, useBackend } from "../src/backend.ts";
+import { loadHfModel } from "../src/hf/load.ts";
+import { networkBounds } from "../src/lipschitz/networkBounds.ts";
+import type { TransformerClassifier } from "../src/nn/model.ts";
+import { disposeTrace } from "../src/nn/trace.ts";
+
+const dir = process.argv[2];
+await useBackend("wasm");
+const rssBefore = process.memoryUsage().rss;
+let t = performance.now();
+const { model, config } = await loadHfModel(dir, "bench");
+const loadMs = performance.now() - t;
+const rssAfterLoad = process.memoryUsage().rss;
+if (config.kind !== "vit") throw new Error("bench: a ViT folder is expected");
+const vit = model as TransformerClassifier;
+const x = tf.randomUniform([1, config.imageSize, config.imageSize, config.channels], 0, 1, "float32", 1);
+t = performance.now();
+const plain = vit.forward(x);
+plain.logits.dataSync();
+const forwardMs = performance.now() - t;
+plain.logits.dispose();
+const { logits, trace } = vit.forward(x, { trace: true });
+logits.dispose();
+t = performance.now();
+const bounds = networkBounds(vit, trace!, { mlp: "relaxed" });
+const boundsMs = performance.now() - t;
+disposeTrace(trace!);
+const peakRssMiB = process.resourceUsage().maxRSS / 1024;
+console.log(
+  JSON.stringify({
+    parameters: vit.params.entries().reduce((s, [, v]) => s + v.size, 0),
+    loadMs,
+    forwardMs,
+    boundsMs,
+    rssMiB: { beforeLoad: rssBefore / 2 ** 20, afterLoad: rssAfterLoad / 2 ** 20, peak: peakRssMiB },
+    networkBound: bounds.examples[0].network,
+  }),
+);
+model.dispose();
