@@ -17,8 +17,16 @@ test("vit-tiny preset has the documented values", () => {
     qkvBias: true,
     norm: "pre",
     lnEps: 1e-5,
+    activation: "gelu-tanh",
     dropout: 0,
   });
+});
+
+test("the MLP activation is gelu-tanh unless the config says gelu-erf; other names are refused", () => {
+  const base = { kind: "vit", imageSize: 28, channels: 1, patchSize: 7, dModel: 16, heads: 2, blocks: 1, mlpHidden: 32, classes: 10 } as const;
+  assert.equal(parseModelConfig(base).activation, "gelu-tanh");
+  assert.equal(parseModelConfig({ ...base, activation: "gelu-erf" }).activation, "gelu-erf");
+  assert.throws(() => parseModelConfig({ ...base, activation: "relu" } as never), (e: Error) => e instanceof ConfigError && /activation/.test(e.message));
 });
 
 test("text-tiny preset has the documented values and defaults", () => {

@@ -84,9 +84,15 @@ test("vit-tiny: shapes, trace structure, [b,28,28,1] and [b,784] inputs agree", 
   m.dispose();
 });
 
-test("ViT agrees with the float64 reference (pre-LN and post-LN), logits, P and h", () => {
-  for (const norm of ["pre", "post"] as const) {
-    const m = new VisionTransformer(smallVit(norm), 5);
+test("ViT agrees with the float64 reference (pre-LN and post-LN, tanh and exact GELU), logits, P and h", () => {
+  const cases = [
+    ["pre", "gelu-tanh"],
+    ["post", "gelu-tanh"],
+    ["pre", "gelu-erf"],
+    ["post", "gelu-erf"],
+  ] as const;
+  for (const [norm, activation] of cases) {
+    const m = new VisionTransformer({ ...smallVit(norm), activation }, 5);
     randomizeWeights(m, 17, 0.4);
     const b = 3;
     const data = uniform(b * 128, 2);
@@ -102,7 +108,17 @@ test("ViT agrees with the float64 reference (pre-LN and post-LN), logits, P and 
           weights,
           data.subarray(s * 128, (s + 1) * 128),
         );
-        assert.ok(relError(logits.subarray(s * 3, s * 3 + 3), ref.logits) < 1e-4, `${norm} logits`);
+        // Logits within 1e-5 (measured: about 2e-7), and the other GELU form is told apart (its
+        // logits differ by 6e-5 and more): the model runs the configured one.
+        const other = reference64.vitForward64(
+          { ...m.config, activation: activation === "gelu-tanh" ? "gelu-erf" : "gelu-tanh" },
+          weights,
+          data.subarray(s * 128, (s + 1) * 128),
+        );
+        const own = relError(logits.subarray(s * 3, s * 3 + 3), ref.logits);
+        const wrong = relError(logits.subarray(s * 3, s * 3 + 3), other.logits);
+        assert.ok(own < 1e-5, `${norm} ${activation} logits: ${own}`);
+        assert.ok(wrong > 10 * own, `${norm} ${activation}: the other GELU form fits as well (${wrong} vs ${own})`);
         assert.ok(
           relError(p1.subarray(s * 2 * 25, (s + 1) * 2 * 25), ref.blocks[1].attn.p) < 1e-4,
           `${norm} P`,
