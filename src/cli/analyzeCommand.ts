@@ -1,8 +1,7 @@
 import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
-import { defaultWorkers } from "../parallel/workerCount.ts";
-import { warnOversubscribed } from "./flags.ts";
+import { resolveWorkers } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
@@ -73,7 +72,7 @@ export function analyzeCommand(): Command {
       "local Lipschitz bounds (every variant) per block, head and network at test inputs, beside the true values and the ratios",
     )
     .argument("[checkpoint]", "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init")
-    .option("--model <preset>", "model preset when no checkpoint is given", "vit-tiny")
+    .option("--model <preset|json>", "model preset or JSON config (as train takes it) with --random-init", "vit-tiny")
     .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
     .option("--seed <int>", "seed of --random-init and of the power iterations; also of the data split, except for a checkpoint on its own data, which is always analysed on its held-out split", "0")
     .option(
@@ -107,8 +106,7 @@ export function analyzeCommand(): Command {
     )
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
-      const workers = opts.workers ?? defaultWorkers(); // now: a bad ATTNLIP_WORKERS stops the run before anything loads
-      warnOversubscribed(workers, "analyze");
+      const workers = resolveWorkers(opts.workers, "analyze"); // now: a bad ATTNLIP_WORKERS stops the run before anything loads
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("analyze: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

@@ -73,7 +73,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   const { model, source, tokenizer, trained, imported } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
   try {
     // Before any work: an output folder that cannot be written is refused now, not after the analysis.
-    const out = outFolder(run);
+    const out = outFolder(run, imported);
     if (out !== undefined)
       checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
     const kind = modelInputs(model.config.kind, "analyze");
@@ -92,15 +92,18 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       console.error(`analyze: the test split has ${inputs.count} held-out examples; using all of them (asked for ${run.n})`);
     console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
     console.log(`  data: ${describeSplit(inputs.info)}`);
-    return await analyzeAndWrite(model, run, source, inputs);
+    return await analyzeAndWrite(model, run, source, inputs, imported);
   } finally {
     model.dispose();
   }
 }
 
-/** Where analysis.json and analysis.csv go: --out, else the checkpoint folder, else nowhere. */
-function outFolder(run: AnalyzeRun): string | undefined {
-  return run.out ?? run.checkpoint;
+/**
+ * Where analysis.json and analysis.csv go: --out, else the checkpoint folder, else nowhere. An
+ * imported Hugging Face folder is someone else's (often a download cache): only --out writes.
+ */
+function outFolder(run: AnalyzeRun, imported: boolean): string | undefined {
+  return run.out ?? (imported ? undefined : run.checkpoint);
 }
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
@@ -115,6 +118,7 @@ async function analyzeAndWrite(
   run: AnalyzeRun,
   source: string,
   inputs: ModelInputs,
+  imported: boolean,
 ): Promise<AnalyzeResult> {
   const progress = analysisProgress();
   const split = inputs.info;
@@ -136,7 +140,7 @@ async function analyzeAndWrite(
   }
   if (run.print !== false) console.log(analysisTables(analysis));
   const took = `bounds took ${analysis.seconds.bounds.toFixed(1)} s, true values ${analysis.seconds.truth.toFixed(1)} s`;
-  const out = outFolder(run);
+  const out = outFolder(run, imported);
   if (out === undefined) console.log(`${took} (give --out DIR to write analysis.json and analysis.csv)`);
   else {
     console.log(took);

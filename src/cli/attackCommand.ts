@@ -5,10 +5,9 @@ import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
-import { defaultWorkers } from "../parallel/workerCount.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag, numberListFlag, warnOversubscribed } from "./flags.ts";
+import { firstFlagIssue, numberFlag, numberListFlag, resolveWorkers } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -219,7 +218,7 @@ export function attackCommand(): Command {
       "[checkpoint]",
       "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init",
     )
-    .option("--model <preset>", `model preset with --random-init [${d.model}]`)
+    .option("--model <preset|json>", `model preset or JSON config (as train takes it) with --random-init [${d.model}]`)
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
     .option(
       "--data <spec>",
@@ -263,7 +262,7 @@ export function attackCommand(): Command {
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
       // Now: a bad ATTNLIP_WORKERS stops the run before anything loads.
-      warnOversubscribed(flags.workers ?? defaultWorkers(), "attack");
+      resolveWorkers(flags.workers, "attack");
       if (checkpoint === undefined && !flags.randomInit)
         throw new InputError("attack: give a checkpoint folder, or --random-init with --model");
       if (checkpoint !== undefined && flags.randomInit)

@@ -75,9 +75,10 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
   const { model, source, tokenizer, trained, imported } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
+  // An imported Hugging Face folder is someone else's (often a download cache): only --out writes.
   const out =
     partial.out ??
-    (partial.checkpoint !== undefined ? join(partial.checkpoint, "attack.json") : undefined);
+    (partial.checkpoint !== undefined && !imported ? join(partial.checkpoint, "attack.json") : undefined);
   try {
     const kind = modelInputs(model.config.kind, "attack");
     const run = {

@@ -1,6 +1,5 @@
 import { Command, Option } from "commander";
-import { defaultWorkers } from "../parallel/workerCount.ts";
-import { warnOversubscribed } from "./flags.ts";
+import { resolveWorkers } from "./flags.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface DemoFlags {
@@ -56,8 +55,7 @@ export function demoCommand(): Command {
     .option("--workers <int>", "worker threads for training, analysis and attacks (1: this thread only) [the number of cores]")
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);
-      const workers = numbers.workers ?? defaultWorkers();
-      warnOversubscribed(workers, "demo");
+      const workers = resolveWorkers(numbers.workers, "demo");
       const { runDemo } = await import("./demoRun.ts");
       const { demoSettings } = await import("./demoSettings.ts");
       const task = flags.task as "image" | "text";

@@ -1,6 +1,6 @@
 import { trainedData, type TrainedData } from "../data/evaluationInputs.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
-import { modelPreset } from "../nn/config.ts";
+import { modelPreset, parseModelConfig } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
@@ -62,7 +62,8 @@ export async function evaluatedModel(
   }
   let config;
   try {
-    config = modelPreset(preset);
+    // A preset name, or a JSON config as train's --model takes it.
+    config = preset.trimStart().startsWith("{") ? parseModelConfig(preset) : modelPreset(preset);
   } catch (error) {
     throw new InputError(`${who}: --model: ${(error as Error).message}`);
   }

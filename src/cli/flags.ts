@@ -2,7 +2,7 @@ import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
 import { describeNumberRule, flagError, readNumber, type NumberRule } from "../util/numberFlag.ts";
 import type { InputError } from "../util/errors.ts";
-import { oversubscriptionWarning } from "../parallel/workerCount.ts";
+import { defaultWorkers, oversubscriptionWarning } from "../parallel/workerCount.ts";
 
 /**
  * Flag checking shared by the commands: numbers are read and worded by util/numberFlag.ts
@@ -85,12 +85,18 @@ export const TEXT_FILE_FLAGS = {
 };
 
 /**
- * Prints {@link oversubscriptionWarning}'s line to stderr when a command's worker count is
- * above the cores (the run goes on: the count may be deliberate, e.g. to check agreement).
+ * Prints {@link oversubscriptionWarning}'s line to stderr when a command's worker count (the
+ * --workers flag, else ATTNLIP_WORKERS, else the cores) is above the cores; the run goes on
+ * (the count may be deliberate, e.g. to check agreement).
  *
- * @example warnOversubscribed(64, "train") // prints "train: warning: --workers 64 is more than ..."
+ * @param flag the --workers value, undefined when the flag was not given.
+ * @returns the worker count the command uses.
+ * @throws InputError from defaultWorkers on a bad ATTNLIP_WORKERS.
+ * @example const workers = resolveWorkers(64, "train") // prints "train: warning: --workers 64 is more than ..."
  */
-export function warnOversubscribed(workers: number, who: string): void {
-  const warning = oversubscriptionWarning(workers, who);
+export function resolveWorkers(flag: number | undefined, who: string): number {
+  const workers = flag ?? defaultWorkers();
+  const warning = oversubscriptionWarning(workers, who, flag === undefined ? "ATTNLIP_WORKERS" : "--workers");
   if (warning !== null) console.error(warning);
+  return workers;
 }

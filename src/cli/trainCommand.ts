@@ -15,9 +15,8 @@ import type { ProgressMode } from "../train/progress.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
-import { defaultWorkers } from "../parallel/workerCount.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag, warnOversubscribed } from "./flags.ts";
+import { firstFlagIssue, numberFlag, resolveWorkers } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
@@ -221,8 +220,7 @@ export function trainCommand(): Command {
       const flags = parseTrainFlags(raw);
       // Before any work: an --out that cannot be written is refused now, not after loading the data.
       if (flags.out !== undefined && flags.resume === undefined) checkOutPath(flags.out, "folder", "--out", "train");
-      const workers = flags.workers ?? defaultWorkers();
-      warnOversubscribed(workers, "train");
+      const workers = resolveWorkers(flags.workers, "train");
       await useBackend(flags.backend ?? "wasm");
       const result = await trainInWorkers({
         workers,

@@ -91,6 +91,8 @@ export interface ImageEvaluation {
   split: ImageSplit;
   /** The data set's valid pixel range [low, high] (attacks clip to it; eps limits come from it). */
   range: readonly [number, number];
+  /** The data set's number of classes (labels 0..classes-1). */
+  classes: number;
   info: EvaluationSplit;
 }
 
@@ -276,7 +278,7 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
     () => loadDataset(spec, { seed: request.seed }),
   );
   const { split, info } = heldOutPart(request, data, own, contentChecked, selectExamples);
-  return { spec: data.spec, split, range: data.range, info };
+  return { spec: data.spec, split, range: data.range, classes: data.classes, info };
 }
 
 /**

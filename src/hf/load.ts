@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { readSafetensors } from "../io/safetensors.ts";
@@ -19,21 +19,28 @@ export interface HfModel {
 }
 
 /**
- * Whether `dir` looks like a Hugging Face model folder: a config.json with `model_type` or
- * `architectures` (attnlip's own config.json has `kind` instead). Reads nothing else.
+ * Whether `dir` is to be read as a Hugging Face model folder: its config.json has
+ * `model_type` or `architectures` (attnlip's own config.json has `kind`); or it has a
+ * config.json that says neither (unreadable, or neither key) and no train_state.json, so that
+ * {@link loadHfModel} names what is wrong with config.json instead of the folder being taken
+ * for a training checkpoint with missing files.
  *
  * @example isHfFolder("runs/demo/baseline") // false
  */
 export async function isHfFolder(dir: string): Promise<boolean> {
   const path = join(dir, "config.json");
-  if (!existsSync(path)) return false;
+  if (!existsSync(path) || !statSync(path).isFile()) return false;
   let json: unknown;
   try {
     json = parseJsonStrict(await readFile(path, "utf8"));
   } catch {
-    return false;
+    return !existsSync(join(dir, "train_state.json"));
   }
-  return typeof json === "object" && json !== null && ("model_type" in json || "architectures" in json) && !("kind" in json);
+  if (typeof json === "object" && json !== null && !Array.isArray(json)) {
+    if ("kind" in json) return false;
+    if ("model_type" in json || "architectures" in json) return true;
+  }
+  return !existsSync(join(dir, "train_state.json"));
 }
 
 /**
@@ -72,6 +79,8 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     throw e;
   }
   const weightsPath = join(dir, "model.safetensors");
+  if (existsSync(weightsPath) && !statSync(weightsPath).isFile())
+    throw new HfImportError(`${where}: model.safetensors is not a file`);
   if (!existsSync(weightsPath)) {
     if (existsSync(join(dir, "model.safetensors.index.json")))
       throw new HfImportError(`${where}: sharded weights (model.safetensors.index.json) are not supported yet; save the model with a larger max_shard_size`);
@@ -93,9 +102,13 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
 function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {
   const supported = [...HF_ARCHITECTURES.keys()].join(", ");
   const list = hf.architectures;
-  if (!Array.isArray(list) || list.length === 0 || typeof list[0] !== "string")
+  if (list === undefined)
     throw new HfImportError(`${where}: config.json names no architecture ("architectures"); attnlip imports ${supported}`);
+  if (!Array.isArray(list) || list.length === 0 || typeof list[0] !== "string")
+    throw new HfImportError(`${where}: config.json: "architectures" must be a list of class names, e.g. ["ViTForImageClassification"], got ${JSON.stringify(list)}`);
   const arch = HF_ARCHITECTURES.get(list[0]);
   if (arch === undefined) throw new HfImportError(`${where}: architecture ${list[0]} is not supported; attnlip imports ${supported}`);
+  if (hf.model_type !== undefined && hf.model_type !== arch.modelType)
+    throw new HfImportError(`${where}: config.json: model_type ${JSON.stringify(hf.model_type)} does not match architecture ${arch.name} (model_type "${arch.modelType}")`);
   return arch;
 }

@@ -35,18 +35,28 @@ export class HfImportError extends InputError {
   override name = "HfImportError";
 }
 
-/** A config field of a given type, or an HfImportError naming it. */
-export function hfField<T extends "number" | "string" | "boolean">(
+/**
+ * A config field of a given type ("size": a positive integer), or an HfImportError naming it:
+ * `WHO: config.json: "KEY" is missing` or `... "KEY" must be a TYPE, got VALUE`.
+ *
+ * @example hfField({ hidden_size: 768 }, "hidden_size", "size", "analyze: DIR") // 768
+ */
+export function hfField<T extends "size" | "number" | "string" | "boolean">(
   hf: Record<string, unknown>,
   key: string,
   type: T,
   who: string,
-  fallback?: T extends "number" ? number : T extends "string" ? string : boolean,
-): T extends "number" ? number : T extends "string" ? string : boolean {
-  const v = hf[key] ?? fallback;
-  if (typeof v !== type)
-    throw new HfImportError(`${who}: config.json: "${key}" must be a ${type}, got ${JSON.stringify(v)}`);
-  return v as T extends "number" ? number : T extends "string" ? string : boolean;
+  fallback?: T extends "size" | "number" ? number : T extends "string" ? string : boolean,
+): T extends "size" | "number" ? number : T extends "string" ? string : boolean {
+  const v = key in hf ? hf[key] : fallback;
+  if (v === undefined) throw new HfImportError(`${who}: config.json: "${key}" is missing`);
+  const ok =
+    type === "size" ? typeof v === "number" && Number.isInteger(v) && v > 0 : typeof v === type;
+  if (!ok)
+    throw new HfImportError(
+      `${who}: config.json: "${key}" must be ${type === "size" ? "a positive integer" : `a ${type}`}, got ${JSON.stringify(v)}`,
+    );
+  return v as T extends "size" | "number" ? number : T extends "string" ? string : boolean;
 }
 
 /** The number of labels: `id2label`'s size, else `num_labels`, else 2 (the library's default). */
@@ -55,7 +65,7 @@ export function hfLabels(hf: Record<string, unknown>, who: string): number {
   if (id2label !== undefined && (typeof id2label !== "object" || id2label === null || Array.isArray(id2label)))
     throw new HfImportError(`${who}: config.json: "id2label" must be an object`);
   if (id2label !== undefined) return Object.keys(id2label).length;
-  return hfField(hf, "num_labels", "number", who, 2);
+  return hfField(hf, "num_labels", "size", who, 2);
 }
 
 /** The attnlip activation for `hidden_act`: "gelu" is exact GELU, "gelu_new" and "gelu_pytorch_tanh" the tanh form. */
@@ -80,12 +90,20 @@ export class TensorReader {
     this.#who = who;
   }
 
-  /** The tensor `name` with shape `shape`. @throws HfImportError when it is missing or has another shape. */
+  /**
+   * The tensor `name` with shape `shape`.
+   *
+   * @throws HfImportError when it is missing, has another shape, or holds a NaN or infinity
+   *   (named with its first such index: such weights make every output non-finite).
+   */
   get(name: string, shape: readonly number[]): DecodedTensor {
     const t = this.#tensors.get(name);
     if (t === undefined) throw new HfImportError(`${this.#who}: model.safetensors has no tensor "${name}"`);
     if (t.shape.length !== shape.length || t.shape.some((s, i) => s !== shape[i]))
       throw new HfImportError(`${this.#who}: tensor "${name}" has shape [${t.shape.join(", ")}], expected [${shape.join(", ")}]`);
+    const bad = t.data.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0)
+      throw new HfImportError(`${this.#who}: tensor "${name}" holds ${t.data[bad]} at flat index ${bad} (as ${t.dtype}); its weights must be finite`);
     this.used.add(name);
     return t;
   }

@@ -27,19 +27,19 @@ export const vitForImageClassification: HfArchitecture = {
   name: "ViTForImageClassification",
   modelType: "vit",
   config(hf, who) {
-    const imageSize = hfField(hf, "image_size", "number", who);
-    const patchSize = hfField(hf, "patch_size", "number", who);
+    const imageSize = hfField(hf, "image_size", "size", who);
+    const patchSize = hfField(hf, "patch_size", "size", who);
     if (imageSize % patchSize !== 0)
       throw new HfImportError(`${who}: config.json: image_size ${imageSize} is not a multiple of patch_size ${patchSize}`);
     return {
       kind: "vit",
       imageSize,
-      channels: hfField(hf, "num_channels", "number", who, 3),
+      channels: hfField(hf, "num_channels", "size", who, 3),
       patchSize,
-      dModel: hfField(hf, "hidden_size", "number", who),
-      heads: hfField(hf, "num_attention_heads", "number", who),
-      blocks: hfField(hf, "num_hidden_layers", "number", who),
-      mlpHidden: hfField(hf, "intermediate_size", "number", who),
+      dModel: hfField(hf, "hidden_size", "size", who),
+      heads: hfField(hf, "num_attention_heads", "size", who),
+      blocks: hfField(hf, "num_hidden_layers", "size", who),
+      mlpHidden: hfField(hf, "intermediate_size", "size", who),
       classes: hfLabels(hf, who),
       qkvBias: hfField(hf, "qkv_bias", "boolean", who, true),
       norm: "pre",

@@ -43,11 +43,18 @@ export function checkWorkers(workers: number, who: string): number {
  *
  * @param workers the worker count a command will use.
  * @param who the command, first word of the message.
+ * @param source where the count came from: "--workers" (default) or "ATTNLIP_WORKERS".
  * @param cores the cores available (default: `availableParallelism()`).
- * @example oversubscriptionWarning(64, "train", 2)
+ * @example oversubscriptionWarning(64, "train", "--workers", 2)
  *   // "train: warning: --workers 64 is more than the 2 cores of this machine: ..."
  */
-export function oversubscriptionWarning(workers: number, who: string, cores: number = availableParallelism()): string | null {
+export function oversubscriptionWarning(
+  workers: number,
+  who: string,
+  source: "--workers" | "ATTNLIP_WORKERS" = "--workers",
+  cores: number = availableParallelism(),
+): string | null {
   if (workers <= cores) return null;
-  return `${who}: warning: --workers ${workers} is more than the ${cores} cores of this machine: the workers share the cores and each holds a model copy, so this is slower than --workers ${cores}`;
+  const asked = source === "--workers" ? `--workers ${workers}` : `ATTNLIP_WORKERS=${workers}`;
+  return `${who}: warning: ${asked} is more than the ${cores} cores of this machine: the workers share the cores and each holds a model copy, so this is slower than ${cores} workers`;
 }

@@ -3,12 +3,13 @@
 // exact Jacobian spectral norms computed by the library itself in float64 (reference.json).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { isHfFolder, loadHfModel } from "../../src/hf/load.ts";
 import { HfImportError } from "../../src/hf/types.ts";
+import { encodeSafetensors, readSafetensors } from "../../src/io/safetensors.ts";
 import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
 import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import { blockLipschitz } from "../../src/lipschitz/truth/powerIteration.ts";
@@ -156,8 +157,25 @@ test("Hugging Face folders attnlip cannot import are refused with one line namin
   await refused(copy((c) => (c.hidden_act = "relu")), /hidden_act "relu" is not supported/);
   await refused(copy((c) => (c.num_hidden_layers = 3)), /model.safetensors has no tensor "vit.encoder.layer.2/);
   await refused(copy((c) => (c.num_hidden_layers = 1)), /holds tensors a ViTForImageClassification does not use \(vit.encoder.layer.1/);
-  await refused(copy((c) => (c.hidden_size = "32")), /"hidden_size" must be a number, got "32"/);
+  await refused(copy((c) => (c.hidden_size = "32")), /"hidden_size" must be a positive integer, got "32"/);
   await refused(copy((c) => (c.patch_size = 5)), /image_size 28 is not a multiple of patch_size 5/);
+  await refused(copy((c) => delete c.hidden_size), /config.json: "hidden_size" is missing/);
+  await refused(copy((c) => (c.hidden_size = 32.5)), /"hidden_size" must be a positive integer, got 32.5/);
+  await refused(copy((c) => (c.patch_size = 0)), /"patch_size" must be a positive integer, got 0/);
+  await refused(copy((c) => (c.architectures = "ViTForImageClassification")), /"architectures" must be a list of class names/);
+  await refused(copy((c) => (c.model_type = "deit")), /model_type "deit" does not match architecture ViTForImageClassification/);
+  // Unreadable config.json: the folder is still taken for a Hugging Face one, and the line names config.json.
+  const broken = copy(() => {});
+  writeFileSync(join(broken, "config.json"), "{ not json");
+  assert.equal(await isHfFolder(broken), true);
+  await refused(broken, /config.json: /);
+  // A weight that is not finite is named where the file is read.
+  const nan = copy(() => {});
+  const { tensors } = await readSafetensors(join(nan, "model.safetensors"));
+  const w = tensors.get("vit.encoder.layer.1.output.dense.weight")!;
+  w.data[7] = Number.NaN;
+  writeFileSync(join(nan, "model.safetensors"), encodeSafetensors(new Map([...tensors].map(([k, t]) => [k, { data: t.data, shape: t.shape }]))));
+  await refused(nan, /tensor "vit.encoder.layer.1.output.dense.weight" holds NaN at flat index 7 \(as F32\); its weights must be finite/);
   assert.equal(await isHfFolder(join(DIR, "missing")), false);
 });
 
@@ -173,6 +191,29 @@ test("attnlip analyze and attack take a Hugging Face folder: the output names it
   const a = runAttnlip(["attack", DIR, "--n", "4", "--eps", "0.05", "--attack", "fgsm", "--out", join(out, "attack.json")]);
   assert.equal(a.code, 0, a.stderr);
   assert.equal((JSON.parse(readFileSync(join(out, "attack.json"), "utf8")) as { split: { origin: string } }).split.origin, "imported");
+  // Without --out nothing is written into the Hugging Face folder (someone else's, often a cache).
+  const copyDir = mkdtempSync(join(tmpdir(), "attnlip-hf-copy-"));
+  cpSync(DIR, copyDir, { recursive: true });
+  const noOut = runAttnlip(["analyze", copyDir, "--n", "2", "--no-head-truth", "--no-block-truth"]);
+  assert.equal(noOut.code, 0, noOut.stderr);
+  assert.match(noOut.stdout, /give --out DIR to write analysis.json/);
+  assert.deepEqual(readdirSync(copyDir).sort(), ["config.json", "model.safetensors", "reference.json"]);
+  // A model with fewer classes than the data is refused before any work.
+  const twoLabels = mkdtempSync(join(tmpdir(), "attnlip-hf-2labels-"));
+  cpSync(DIR, twoLabels, { recursive: true });
+  const config = JSON.parse(readFileSync(join(twoLabels, "config.json"), "utf8")) as Record<string, unknown>;
+  config.id2label = { 0: "a", 1: "b" };
+  writeFileSync(join(twoLabels, "config.json"), JSON.stringify(config));
+  const { tensors } = await readSafetensors(join(twoLabels, "model.safetensors"));
+  const head = tensors.get("classifier.weight")!;
+  tensors.set("classifier.weight", { ...head, data: head.data.slice(0, 2 * 32), shape: [2, 32] });
+  tensors.set("classifier.bias", { ...tensors.get("classifier.bias")!, data: new Float32Array(2), shape: [2] });
+  writeFileSync(join(twoLabels, "model.safetensors"), encodeSafetensors(new Map([...tensors].map(([k, t]) => [k, { data: t.data, shape: t.shape }]))));
+  for (const command of ["analyze", "attack"]) {
+    const r2 = runAttnlip([command, twoLabels, "--n", "4"]);
+    assert.equal(r2.code, 2, r2.stderr);
+    assert.match(r2.stderr, new RegExp(`^attnlip: ${command}: --data: mnist has 10 classes, the model only 2`));
+  }
   const bad = mkdtempSync(join(tmpdir(), "attnlip-hf-bad-"));
   writeFileSync(join(bad, "config.json"), JSON.stringify({ model_type: "bert", architectures: ["BertForMaskedLM"] }));
   const refused = runAttnlip(["analyze", bad, "--n", "2"]);

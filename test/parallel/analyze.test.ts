@@ -89,15 +89,19 @@ test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
 });
 
 test("more workers than cores: a one-line warning on stderr, and the run goes on", () => {
-  assert.equal(oversubscriptionWarning(2, "train", 2), null);
+  assert.equal(oversubscriptionWarning(2, "train", "--workers", 2), null);
   assert.match(
-    oversubscriptionWarning(64, "train", 2) ?? "",
-    /^train: warning: --workers 64 is more than the 2 cores of this machine: .* slower than --workers 2$/,
+    oversubscriptionWarning(64, "train", "--workers", 2) ?? "",
+    /^train: warning: --workers 64 is more than the 2 cores of this machine: .* slower than 2 workers$/,
   );
+  assert.match(oversubscriptionWarning(5, "attack", "ATTNLIP_WORKERS", 2) ?? "", /^attack: warning: ATTNLIP_WORKERS=5 is more than the 2 cores/);
   const workers = availableParallelism() + 1;
   const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", String(workers)]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, new RegExp(`analyze: warning: --workers ${workers} is more than the ${workers - 1} cores`));
+  const fromEnv = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth"], { env: { ATTNLIP_WORKERS: String(workers) } });
+  assert.equal(fromEnv.code, 0, fromEnv.stderr);
+  assert.match(fromEnv.stderr, new RegExp(`analyze: warning: ATTNLIP_WORKERS=${workers} is more than`));
   const within = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", "1"]);
   assert.equal(within.code, 0, within.stderr);
   assert.doesNotMatch(within.stderr, /warning: --workers/);

@@ -46,7 +46,8 @@ export function checkImageEps(
  * cifar10:DIR), attacked in pixel space and clipped to that range.
  *
  * load throws InputError for a model that is not a ViT, images of another size than the
- * model's, and the held-out checks' refusals (data/evaluationInputs.ts).
+ * model's, data with more classes than the model, and the held-out checks' refusals
+ * (data/evaluationInputs.ts).
  *
  * @example const inputs = await IMAGE_INPUTS.load(vit, { who: "attack", data: "mnist", trained: null, seed: 0, n: 8 }, {});
  */
@@ -68,6 +69,10 @@ export const IMAGE_INPUTS: ModelInputKind = {
     if (h !== imageSize || w !== imageSize || c !== channels)
       throw new InputError(
         `${request.who}: --data: images are ${h}x${w}x${c}, the model expects ${imageSize}x${imageSize}x${channels}`,
+      );
+    if (chosen.classes > model.config.classes)
+      throw new InputError(
+        `${request.who}: --data: ${chosen.spec} has ${chosen.classes} classes, the model only ${model.config.classes} (its labels could not be scored)`,
       );
     const images = tf.tensor4d(split.images, [split.count, h, w, c]);
     return {
