@@ -4,6 +4,7 @@ import type { ZeroGradientFn } from "./loss.ts";
 import type { ResolvedAttackSettings } from "./options.ts";
 import { FGSM_ATTACK } from "./fgsm.ts";
 import { PGD_ATTACK } from "./pgd.ts";
+import { APGD_ATTACK } from "./apgd.ts";
 
 /**
  * The attack registry: every attack registers once, by name, with what it reads of the shared
@@ -104,9 +105,9 @@ export function unregisterAttack(name: string): boolean {
 }
 
 /**
- * The registered attacks' names, in registration order (built-ins: pgd, fgsm).
+ * The registered attacks' names, in registration order (built-ins: pgd, fgsm, apgd).
  *
- * @example attackNames() // ["pgd", "fgsm"]
+ * @example attackNames() // ["pgd", "fgsm", "apgd"]
  */
 export function attackNames(): string[] {
   return [...REGISTRY.keys()];
@@ -151,3 +152,4 @@ export function orderAttacks(names: Iterable<string>): string[] {
 // The built-in attacks. Adding one: a file like pgd.ts exporting its spec, and a line here.
 registerAttack(PGD_ATTACK);
 registerAttack(FGSM_ATTACK);
+registerAttack(APGD_ATTACK);

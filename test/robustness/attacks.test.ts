@@ -9,8 +9,10 @@ import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import { fgsm } from "../../src/robustness/fgsm.ts";
 import { pgd } from "../../src/robustness/pgd.ts";
 import { evaluateRobustness } from "../../src/robustness/evaluate.ts";
+import { apgdCheckpoints, apgdWithLoss, lossPoints } from "../../src/robustness/apgd.ts";
+import { resolveAttackOptions } from "../../src/robustness/options.ts";
 import { lipschitzProxy } from "../../src/robustness/lipschitzProxy.ts";
-import { crossEntropySum } from "../../src/robustness/loss.ts";
+import { crossEntropySum, inferenceLogits } from "../../src/robustness/loss.ts";
 
 await useBackend("wasm");
 
@@ -249,6 +251,48 @@ test("lipschitzProxy: margin / (sqrt(2) L) with the exact input-Jacobian norm, 0
   assert.equal(p.misclassified, wrong);
   assert.ok(wrong > 0 && wrong < 12, `both kinds present (${wrong} misclassified)`);
   sub.dispose();
+});
+
+test("APGD: checkpoints as in the paper; eps 0 returns x; inside the ball and [0, 1]; deterministic with a seed", () => {
+  assert.deepEqual(apgdCheckpoints(100), [22, 41, 57, 70, 80, 87, 93, 99]);
+  assert.deepEqual(apgdCheckpoints(10), [3, 5, 6, 7, 8, 9]);
+  const before = tf.memory().numTensors;
+  const y = tf.tensor1d(labels, "int32");
+  const at = lossPoints(inferenceLogits(model), y);
+  for (const norm of ["linf", "l2"] as const) {
+    const zero = apgdWithLoss(at, x, resolveAttackOptions({ norm, eps: 0, steps: 4, seed: 3 }, "test"));
+    assert.deepEqual(zero.dataSync(), clean, `${norm} eps 0`);
+    zero.dispose();
+    const eps = norm === "linf" ? 0.05 : 1;
+    const settings = resolveAttackOptions({ norm, eps, steps: 6, seed: 7 }, "test");
+    const a = apgdWithLoss(at, x, settings);
+    const b = apgdWithLoss(at, x, settings);
+    assert.deepEqual(a.dataSync(), b.dataSync(), `${norm}: same seed, same result`);
+    const d = distances(a);
+    assert.ok(d.lo >= 0 && d.hi <= 1, `${norm}: range [${d.lo}, ${d.hi}]`);
+    if (norm === "linf") assert.ok(d.linf <= eps + 1e-6, `linf ${d.linf} > ${eps}`);
+    else assert.ok(d.l2 <= eps * (1 + 1e-5), `l2 ${d.l2} > ${eps}`);
+    assert.ok(accuracyOf(a) < accuracyOf(x), `${norm}: APGD breaks some examples`);
+    tf.dispose([a, b]);
+  }
+  y.dispose();
+  assert.equal(tf.memory().numTensors, before, "no tensor left behind");
+});
+
+test("APGD's robust accuracy is never above PGD's on the same inputs and budget (beyond 2 of 64), and eps 0 is clean", () => {
+  for (const [norm, eps] of [
+    ["linf", [0, 0.005, 0.01, 0.02]],
+    ["l2", [0, 0.1, 0.25, 0.5]],
+  ] as const) {
+    const ev = evaluateRobustness(model, x, labels, { norm, eps, steps: 10, seed: 0, attack: ["pgd", "apgd"], batchSize: 32 });
+    assert.equal(ev.results[0].attacks.apgd!.robustAccuracy, ev.cleanAccuracy, `${norm}: eps 0`);
+    for (const r of ev.results) {
+      const a = r.attacks.apgd!.robustAccuracy;
+      const p = r.attacks.pgd!.robustAccuracy;
+      assert.ok(a <= p + 2 / N, `${norm} eps ${r.eps}: apgd ${a} > pgd ${p}`);
+      assert.ok(a <= ev.cleanAccuracy);
+    }
+  }
 });
 
 test("teardown", () => {

@@ -67,12 +67,12 @@ const linear = {
 } as unknown as TransformerClassifier;
 
 test("registration: the name is listed after the built-ins; bad, reserved and taken names are refused", () => {
-  assert.deepEqual(attackNames(), ["pgd", "fgsm", "random-sign"]);
+  assert.deepEqual(attackNames(), ["pgd", "fgsm", "apgd", "random-sign"]);
   assert.equal(attackSpec("random-sign").label, "RandSign");
   assert.throws(() => registerAttack(RANDOM_SIGN), /already registered/);
   assert.throws(() => registerAttack({ ...RANDOM_SIGN, name: "both" }), /reserved/);
   assert.throws(() => registerAttack({ ...RANDOM_SIGN, name: "Bad Name" }), /lower-case/);
-  assert.throws(() => attackSpec("cw", "me"), /^RangeError: me: unknown attack "cw" \(registered: pgd, fgsm, random-sign\)/);
+  assert.throws(() => attackSpec("cw", "me"), /^RangeError: me: unknown attack "cw" \(registered: pgd, fgsm, apgd, random-sign\)/);
   assert.equal(unregisterAttack("nothing"), false);
 });
 

@@ -15,6 +15,9 @@ import {
   textLipschitzProxy,
 } from "../../src/robustness/embedding.ts";
 import { crossEntropySum } from "../../src/robustness/loss.ts";
+import { APGD_ATTACK } from "../../src/robustness/apgd.ts";
+import { embeddingBatch, NO_CLIP } from "../../src/robustness/inputSpace.ts";
+import { resolveAttackOptions } from "../../src/robustness/options.ts";
 import { runAttack } from "../../src/cli/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { randomizeWeights } from "../nn/helpers.ts";
@@ -49,7 +52,7 @@ function batch() {
   return { ids, mask };
 }
 
-test("embedding-space PGD (l_inf, l_2) and FGSM: padding rows untouched, inside the ball, no clipping, loss up", () => {
+test("embedding-space PGD, APGD (l_inf, l_2) and FGSM: padding rows untouched, inside the ball, no clipping, loss up", () => {
   const m = new TextClassifier(TINY_TEXT, 1);
   randomizeWeights(m, 2, 0.4);
   const inputs = batch();
@@ -74,6 +77,7 @@ test("embedding-space PGD (l_inf, l_2) and FGSM: padding rows untouched, inside 
     for (const adv of [
       pgdEmbedding(m, inputs, labels, { norm, eps, steps: 5, seed: 3 }),
       fgsmEmbedding(m, inputs, labels, { norm, eps }),
+      apgdEmbedding(m, inputs, labels, norm, eps),
     ]) {
       const a = adv.arraySync() as number[][][];
       let sq = [0, 0, 0, 0];
@@ -101,6 +105,19 @@ test("embedding-space PGD (l_inf, l_2) and FGSM: padding rows untouched, inside 
   tf.dispose([inputs.ids, inputs.mask]);
   m.dispose();
 });
+
+/** APGD in embedding space through its registered run, as evaluateTextRobustness calls it. */
+function apgdEmbedding(m: TextClassifier, inputs: { ids: tf.Tensor; mask: tf.Tensor }, labels: number[], norm: "linf" | "l2", eps: number): tf.Tensor {
+  const batch = embeddingBatch(m, inputs);
+  const y = tf.tensor1d(labels, "int32");
+  try {
+    const settings = resolveAttackOptions({ norm, eps, steps: 5, seed: 3, clip: NO_CLIP }, "apgd");
+    return APGD_ATTACK.run({ batch, kind: "embedding", labels: y, settings, who: "apgd" });
+  } finally {
+    batch.dispose();
+    y.dispose();
+  }
+}
 
 test("evaluateTextRobustness: eps 0 is the clean accuracy, robust <= clean; the proxy is margin / (sqrt 2 L)", () => {
   const m = new TextClassifier(TINY_TEXT, 4);

@@ -1,0 +1,278 @@
+import { tf } from "../backend.ts";
+import { crossEntropy } from "../train/loss.ts";
+import { reportZeroGradient, zeroGradientRows, type ClipRange, type LogitsFn, type ZeroGradientFn } from "./loss.ts";
+import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
+import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
+import type { AttackContext, AttackSpec } from "./registry.ts";
+import { ATTACK_DEFAULTS } from "./defaults.ts";
+import { pgdStartL2, pgdStartLinf, projectL2, projectLinf } from "./steps.ts";
+
+/** The loss, the prediction and the loss gradient of every example of a batch at one point. */
+export interface LossPoint {
+  /** Cross-entropy of the true label per example [b] (nats). */
+  loss: Float32Array;
+  /** 1 where the model still predicts the true label [b]. */
+  correct: Uint8Array;
+  /** d loss_i / d x_i, x's shape (masked where the batch may not move); the caller disposes it. */
+  grad: tf.Tensor;
+}
+
+/** x -> the {@link LossPoint} there. */
+export type LossPointFn = (x: tf.Tensor) => LossPoint;
+
+/**
+ * Per-example cross-entropy, correctness and input gradient from one forward and one backward
+ * pass (the gradient of the summed loss: row i is example i's own, as examples do not mix).
+ *
+ * @param logitsFn inputs -> logits [b, C], inference mode.
+ * @param labels int32 [b] (kept by the caller).
+ * @param mask zeroes the gradient entries that must not move (an input space's mask), or absent.
+ * @example const at = lossPoints(inferenceLogits(model), labels)(x); at.grad.dispose();
+ */
+export function lossPoints(
+  logitsFn: LogitsFn,
+  labels: tf.Tensor,
+  mask?: ((g: tf.Tensor) => tf.Tensor) | null,
+): LossPointFn {
+  return (x) => {
+    let perExample: tf.Tensor | null = null;
+    let predicted: tf.Tensor | null = null;
+    const { value, grad } = tf.valueAndGrad((z: tf.Tensor) => {
+      const logits = logitsFn(z);
+      const per = crossEntropy(logits, labels, "none", "apgd");
+      perExample = tf.keep(per);
+      predicted = tf.keep(tf.argMax(logits, 1));
+      return tf.sum(per) as tf.Scalar;
+    })(x);
+    value.dispose();
+    const loss = Float32Array.from((perExample as unknown as tf.Tensor).dataSync());
+    const pred = (predicted as unknown as tf.Tensor).dataSync();
+    const truth = labels.dataSync();
+    const correct = Uint8Array.from(pred, (p, i) => (p === truth[i] ? 1 : 0));
+    tf.dispose([perExample as unknown as tf.Tensor, predicted as unknown as tf.Tensor]);
+    if (mask === undefined || mask === null) return { loss, correct, grad };
+    const masked = tf.tidy(() => mask(grad));
+    grad.dispose();
+    return { loss, correct, grad: masked };
+  };
+}
+
+/**
+ * APGD's checkpoints for N iterations (Croce and Hein 2020, section 3.2): p_0 = 0, p_1 = 0.22,
+ * p_{j+1} = p_j + max(p_j - p_{j-1} - 0.03, 0.06), w_j = ceil(p_j N); the iterations in (0, N)
+ * where the step size may be halved.
+ *
+ * @example apgdCheckpoints(10) // [3, 5, 6, 7, 8, 9]
+ * @example apgdCheckpoints(100) // [22, 41, 57, 70, 80, 87, 93, 99]
+ */
+export function apgdCheckpoints(iterations: number): number[] {
+  const p = [0, 0.22];
+  while (p[p.length - 1] < 1) {
+    const j = p.length - 1;
+    p.push(p[j] + Math.max(p[j] - p[j - 1] - 0.03, 0.06));
+  }
+  const w = new Set<number>();
+  for (const pj of p.slice(1)) {
+    // Less 1e-9: p_j is a sum of decimals (0.57 is 0.5700000000000001 in float64).
+    const c = Math.ceil(pj * iterations - 1e-9);
+    if (c > 0 && c < iterations) w.add(c);
+  }
+  return [...w].sort((a, b) => a - b);
+}
+
+/** Momentum weight alpha and the checkpoint test's fraction rho, as in the paper. */
+const ALPHA = 0.75;
+const RHO = 0.75;
+
+/** Example i (the first axis) from a where flags[i] is 1, else from b (a new tensor). */
+function pick(flags: ArrayLike<number>, a: tf.Tensor, b: tf.Tensor): tf.Tensor {
+  return tf.tidy(() => {
+    const shape = [flags.length, ...a.shape.slice(1).map(() => 1)];
+    const condition = tf.reshape(tf.tensor1d(Array.from(flags, (f) => f !== 0), "bool"), shape);
+    return tf.where(tf.broadcastTo(condition, a.shape), a, b);
+  });
+}
+
+/** A step of size eta_i (per example) along the ascent direction: sign(g) (l_inf) or g / ||g||_2 (l_2). */
+function ascent(x: tf.Tensor, g: tf.Tensor, eta: Float64Array, norm: AttackNorm): tf.Tensor {
+  return tf.tidy(() => {
+    const b = x.shape[0] as number;
+    const etaT = tf.reshape(tf.tensor1d(Float32Array.from(eta)), [b, ...x.shape.slice(1).map(() => 1)]);
+    if (norm === "linf") return tf.add(x, tf.mul(etaT, tf.sign(g)));
+    const flat = tf.reshape(g, [b, -1]);
+    const scale = tf.max(tf.abs(flat), 1, true); // scaled first: no underflow of tiny gradients
+    const scaled = tf.div(flat, tf.where(tf.greater(scale, 0), scale, tf.onesLike(scale)));
+    const n = tf.sqrt(tf.sum(tf.square(scaled), 1, true));
+    const unit = tf.div(scaled, tf.where(tf.greater(n, 0), n, tf.onesLike(n)));
+    return tf.add(x, tf.mul(etaT, tf.reshape(unit, x.shape)));
+  });
+}
+
+/** Projection onto the eps-ball around x0 in the norm, then clipping to the valid range. */
+function project(x: tf.Tensor, x0: tf.Tensor, eps: number, norm: AttackNorm, clip: ClipRange): tf.Tensor {
+  return tf.tidy(() => tf.clipByValue(norm === "linf" ? projectLinf(x, x0, eps) : projectL2(x, x0, eps), clip[0], clip[1]));
+}
+
+/** Options of {@link apgdWithLoss}. */
+export interface ApgdOptions {
+  /** Zeroes the entries of the random start that must not move (an input space's mask). */
+  maskStart?: ((offset: tf.Tensor) => tf.Tensor) | null;
+  /** Where the one zero-gradient warning of a call goes [console.warn]. */
+  onWarning?: (message: string) => void;
+  /** Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more iterates. */
+  onZeroGradient?: ZeroGradientFn;
+}
+
+/**
+ * The APGD loop (Croce and Hein 2020, Algorithm 1) on the inputs x with settings s: N = s.steps
+ * loss and gradient evaluations; step size eta = 2 eps per example at the start; the first
+ * step plain, later ones with momentum alpha = 0.75:
+ * z = P(x_k + eta sign(g)) (l_2: eta g / ||g||_2), x_{k+1} = P(x_k + alpha (z - x_k) +
+ * (1 - alpha)(x_k - x_{k-1})), P the projection onto the ball and the valid range. At each
+ * checkpoint (see {@link apgdCheckpoints}) an example's eta is halved, and it restarts from its
+ * best point (highest loss so far) without momentum, when fewer than rho = 75% of the steps
+ * since the last checkpoint raised its loss, or when neither its eta nor its best loss changed
+ * since then. Start: x, or a random point of the ball when s.randomStart (seeded by s.seed).
+ *
+ * @param at x -> loss, prediction and gradient per example ({@link lossPoints}).
+ * @param x clean inputs [b, ...] (not disposed).
+ * @returns per example: an iterate the model misclassifies when one was found (the last such),
+ *   else the iterate of highest loss; x's shape, inside the ball and the clip range (caller
+ *   disposes).
+ */
+export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSettings, options: ApgdOptions = {}): tf.Tensor {
+  const b = x.shape[0] as number;
+  const { eps, norm, clip } = s;
+  const zero = new Uint8Array(b);
+  let current: tf.Tensor;
+  if (s.randomStart) {
+    const offset = (norm === "linf" ? randomOffsetLinf : randomOffsetL2)(x.shape, eps, s.seed);
+    const mask = options.maskStart;
+    const masked = mask === undefined || mask === null ? offset : tf.tidy(() => mask(offset));
+    current = (norm === "linf" ? pgdStartLinf : pgdStartL2)(x, masked, eps, clip);
+    tf.dispose(masked === offset ? [offset] : [offset, masked]);
+  } else current = tf.clone(x);
+  const eta = new Float64Array(b).fill(2 * eps);
+  const checkpoints = new Set(apgdCheckpoints(s.steps));
+  let previous = tf.clone(current);
+  let best = tf.clone(current);
+  let bestGrad: tf.Tensor | null = null;
+  let adversarial = tf.clone(current);
+  const found = new Uint8Array(b);
+  const bestLoss = new Float64Array(b).fill(-Infinity);
+  let lastLoss = new Float64Array(b);
+  const raised = new Uint32Array(b);
+  let lastCheckpoint = 0;
+  let etaAtCheckpoint = Float64Array.from(eta);
+  let bestAtCheckpoint = Float64Array.from(bestLoss);
+  try {
+    for (let k = 0; k < s.steps; k++) {
+      const point = at(current);
+      let g = point.grad;
+      try {
+        zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
+        const improved = new Uint8Array(b);
+        for (let i = 0; i < b; i++) {
+          if (k > 0 && point.loss[i] > lastLoss[i]) raised[i]++;
+          if (point.loss[i] > bestLoss[i] || k === 0) {
+            bestLoss[i] = point.loss[i];
+            improved[i] = 1;
+          }
+          if (!point.correct[i]) found[i] = 1;
+        }
+        lastLoss = Float64Array.from(point.loss);
+        const wrong = Uint8Array.from(point.correct, (c) => (c ? 0 : 1));
+        const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
+        adversarial = swap(adversarial, pick(wrong, current, adversarial));
+        best = swap(best, pick(improved, current, best));
+        bestGrad = bestGrad === null ? tf.clone(g) : swap(bestGrad, pick(improved, g, bestGrad));
+        if (k === s.steps - 1) break;
+        if (checkpoints.has(k)) {
+          const restart = new Uint8Array(b);
+          for (let i = 0; i < b; i++) {
+            const fewRaises = raised[i] < RHO * (k - lastCheckpoint);
+            const stalled = etaAtCheckpoint[i] === eta[i] && bestAtCheckpoint[i] === bestLoss[i];
+            if (fewRaises || stalled) {
+              eta[i] /= 2;
+              restart[i] = 1;
+            }
+          }
+          raised.fill(0);
+          lastCheckpoint = k;
+          etaAtCheckpoint = Float64Array.from(eta);
+          bestAtCheckpoint = Float64Array.from(bestLoss);
+          if (restart.some((r) => r)) {
+            current = swap(current, pick(restart, best, current));
+            previous = swap(previous, pick(restart, best, previous));
+            g = swap(g, pick(restart, bestGrad, g));
+          }
+        }
+        const z = tf.tidy(() => project(ascent(current, g, eta, norm), x, eps, norm, clip));
+        const next =
+          k === 0
+            ? z
+            : tf.tidy(() => {
+                const moved = tf.add(current, tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))));
+                return project(moved, x, eps, norm, clip);
+              });
+        if (next !== z) z.dispose();
+        previous.dispose();
+        previous = current;
+        current = next;
+      } finally {
+        g.dispose();
+      }
+    }
+    reportZeroGradient(zero, "apgd", norm, `at one or more of its ${s.steps} iterates`, options);
+    return pick(found, adversarial, best);
+  } finally {
+    tf.dispose([current, previous, best, adversarial]);
+    if (bestGrad !== null) bestGrad.dispose();
+  }
+}
+
+/**
+ * APGD in any input space (the registered attack's run): {@link apgdWithLoss} on the batch's
+ * cross-entropy, its gradient masked where the batch may not move.
+ *
+ * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
+ * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1 }, "me"), who: "apgd" })
+ */
+export function apgdIn(context: AttackContext): tf.Tensor {
+  const { batch, labels, settings } = context;
+  return apgdWithLoss(lossPoints(batch.logits, labels, batch.mask), batch.x, settings, {
+    maskStart: batch.mask,
+    onWarning: context.onWarning,
+    onZeroGradient: context.onZeroGradient,
+  });
+}
+
+/**
+ * APGD: Auto-PGD with the cross-entropy loss, untargeted (APGD-CE).
+ *
+ * Paper: Croce and Hein 2020, "Reliable evaluation of adversarial robustness with an ensemble
+ * of diverse parameter-free attacks", ICML (Algorithm 1). Norm: l_inf (steps along sign(g)) or
+ * l_2 (along g / ||g||_2), projected onto the eps-ball and the valid range. Step size: no
+ * setting; it starts at 2 eps per example and halves at the paper's checkpoints when the loss
+ * stops rising (then the example restarts from its best point); momentum 0.75 after the first
+ * step. Returns per example a misclassified iterate when one was found, else the iterate of
+ * highest loss (so, unlike PGD's last iterate, a success at any step counts).
+ * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (loss and gradient
+ * evaluations; the paper uses 100), randomStart [true], seed [0] (evaluation derives one stream
+ * per batch and radius from it). stepSize is not read.
+ * Input range: images in the clip range ([0, 1]); token embeddings unbounded, padding rows
+ * never moved.
+ * Shapes: x float32 [b, ...] (images [b, H, W, C] or [b, H*W*C]; embeddings [b, n, d]),
+ * labels [b]; returns x's shape.
+ */
+export const APGD_ATTACK: AttackSpec = {
+  name: "apgd",
+  label: "APGD",
+  summary: "Auto-PGD (Croce and Hein 2020): adaptive step size with momentum, the best iterate",
+  options: {
+    steps: { default: ATTACK_DEFAULTS.steps, help: "loss and gradient evaluations" },
+    randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
+    seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
+  },
+  run: apgdIn,
+};
