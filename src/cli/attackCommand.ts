@@ -18,6 +18,7 @@ export interface RawAttackOptions {
   eps?: string;
   steps?: string;
   stepSize?: string;
+  restarts?: string;
   n?: string;
   batch?: string;
   seed?: string;
@@ -39,6 +40,7 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   eps: "--eps",
   steps: "--steps",
   stepSize: "--step-size",
+  restarts: "--restarts",
   n: "--n",
   batch: "--batch",
   seed: "--seed",
@@ -118,6 +120,7 @@ const AttackFlagsSchema = z.object({
   eps: numberListFlag({ min: 0 }).optional(),
   steps: numberFlag(COUNT(10000)).optional(),
   stepSize: numberFlag({ above: 0 }).optional(),
+  restarts: numberFlag(COUNT(100)).optional(),
   n: numberFlag(COUNT(10000)).optional(),
   batch: numberFlag(COUNT(4096)).optional(),
   seed: numberFlag(SEED).optional(),
@@ -153,6 +156,8 @@ export interface AttackFlags {
   steps: number;
   /** null = the default rule 2.5 * eps / steps. */
   stepSize: number | null;
+  /** Runs from new random starts of the attacks that restart (APGD). */
+  restarts: number;
   n: number;
   batch: number;
   seed: number;
@@ -189,6 +194,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
     eps,
     steps: f.steps ?? d.steps,
     stepSize: f.stepSize ?? d.stepSize,
+    restarts: f.restarts ?? d.restarts,
     n: f.n ?? d.n,
     batch: f.batch ?? d.batch,
     seed: f.seed ?? d.seed,
@@ -243,6 +249,7 @@ export function attackCommand(): Command {
     )
     .option("--steps <k>", `steps of the iterative attacks (${usersOf("steps")}) [${d.steps}]`)
     .option("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")}) [2.5 * eps / steps]`)
+    .option("--restarts <k>", `runs from new random starts, an input counting as broken when any run breaks it (${usersOf("restarts")}) [${d.restarts}]`)
     .option("--n <int>", `the first n test examples [${d.n}]`)
     .option("--batch <int>", `examples per pass [${d.batch}]`)
     .option("--seed <int>", `seed of the random starts (${usersOf("seed")}) and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split [${d.seed}]`)

@@ -141,6 +141,8 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
       norm: run.norm,
       steps: run.steps,
       stepSize: run.stepSize,
+      // Recorded when an attack that restarts ran (APGD).
+      ...(run.attacks.some((a) => attackSpec(a, "attack").options.restarts !== undefined) ? { restarts: run.restarts } : {}),
       seed: run.seed,
       cleanAccuracy: evaluation.cleanAccuracy,
       results,
@@ -175,6 +177,7 @@ function attackRunDefaults(): AttackFlags {
     eps: [...d.eps.image[d.norm]],
     steps: d.steps,
     stepSize: d.stepSize,
+    restarts: d.restarts,
     n: d.n,
     batch: d.batch,
     seed: d.seed,
@@ -230,9 +233,11 @@ function announce(
     iterative.length === 0
       ? ""
       : `${run.steps} ${iterative.map(attackLabel).join("/")} steps, step size ${run.stepSize ?? "2.5 * eps / steps"} `;
+  const restarting = run.attacks.filter((a) => attackSpec(a, "attack").options.restarts !== undefined);
+  const restarts = restarting.length > 0 && run.restarts > 1 ? `${run.restarts} ${restarting.map(attackLabel).join("/")} runs, ` : "";
   console.log(
     `attacking ${source} on ${count} ${what}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
-      `${steps}(${run.backend} backend)`,
+      `${steps}${restarts}(${run.backend} backend)`,
   );
   console.log(`  data: ${describeSplit(split)}`);
   return p;
@@ -246,6 +251,7 @@ function evaluationOptions(run: ResolvedRun, onProgress: (done: number, total: n
     eps: run.eps,
     steps: run.steps,
     stepSize: run.stepSize,
+    restarts: run.restarts,
     batchSize: run.batch,
     seed: run.seed,
     onWarning: (m: string) => console.error(`attack: warning: ${m}`),

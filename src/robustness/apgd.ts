@@ -1,6 +1,13 @@
 import { tf } from "../backend.ts";
 import { crossEntropy } from "../train/loss.ts";
-import { reportZeroGradient, zeroGradientRows, type ClipRange, type LogitsFn, type ZeroGradientFn } from "./loss.ts";
+import {
+  predictClasses,
+  reportZeroGradient,
+  zeroGradientRows,
+  type ClipRange,
+  type LogitsFn,
+  type ZeroGradientFn,
+} from "./loss.ts";
 import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
 import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
@@ -233,18 +240,47 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
 
 /**
  * APGD in any input space (the registered attack's run): {@link apgdWithLoss} on the batch's
- * cross-entropy, its gradient masked where the batch may not move.
+ * cross-entropy, its gradient masked where the batch may not move, run settings.restarts times:
+ * the first run from the configured start, each later one from a new random start (seed
+ * derived from settings.seed and the run's index), and an input the model still classifies
+ * correctly takes a later run's result when that run breaks it. Zero gradients are OR-ed over
+ * all runs and reported once.
  *
  * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
- * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1 }, "me"), who: "apgd" })
+ * @throws InputError when the model's logits are not finite (from predictClasses).
+ * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1, restarts: 3 }, "me"), who: "apgd" })
  */
 export function apgdIn(context: AttackContext): tf.Tensor {
   const { batch, labels, settings } = context;
-  return apgdWithLoss(lossPoints(batch.logits, labels, batch.mask), batch.x, settings, {
+  const at = lossPoints(batch.logits, labels, batch.mask);
+  const zero = new Uint8Array(batch.size);
+  const quiet: ApgdOptions = {
     maskStart: batch.mask,
-    onWarning: context.onWarning,
-    onZeroGradient: context.onZeroGradient,
-  });
+    onWarning: () => {},
+    onZeroGradient: (z) => z.forEach((v, i) => (zero[i] |= v)),
+  };
+  let result = apgdWithLoss(at, batch.x, settings, quiet);
+  const truth = labels.dataSync();
+  try {
+    for (let r = 1; r < settings.restarts; r++) {
+      const broken = (t: tf.Tensor) => Uint8Array.from(predictClasses(batch.logits, t), (p, i) => (p === truth[i] ? 0 : 1));
+      const before = broken(result);
+      if (before.every((b) => b === 1)) break;
+      const seed = (settings.seed + Math.imul(r, 0x9e3779b9)) >>> 0;
+      const next = apgdWithLoss(at, batch.x, { ...settings, randomStart: true, seed }, quiet);
+      const after = broken(next);
+      const take = Uint8Array.from(before, (b, i) => (b === 0 && after[i] === 1 ? 1 : 0));
+      const merged = pick(take, next, result);
+      tf.dispose([next, result]);
+      result = merged;
+    }
+    const where = settings.restarts > 1 ? `at one or more iterates of its ${settings.restarts} runs` : `at one or more of its ${settings.steps} iterates`;
+    reportZeroGradient(zero, context.who, settings.norm, where, context);
+  } catch (e) {
+    result.dispose();
+    throw e;
+  }
+  return result;
 }
 
 /**
@@ -258,8 +294,9 @@ export function apgdIn(context: AttackContext): tf.Tensor {
  * step. Returns per example a misclassified iterate when one was found, else the iterate of
  * highest loss (so, unlike PGD's last iterate, a success at any step counts).
  * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (loss and gradient
- * evaluations; the paper uses 100), randomStart [true], seed [0] (evaluation derives one stream
- * per batch and radius from it). stepSize is not read.
+ * evaluations per run; the paper uses 100), randomStart [true], restarts [1] (runs from new
+ * random starts; an input counts as broken when any run breaks it), seed [0] (evaluation
+ * derives one stream per batch and radius from it). stepSize is not read.
  * Input range: images in the clip range ([0, 1]); token embeddings unbounded, padding rows
  * never moved.
  * Shapes: x float32 [b, ...] (images [b, H, W, C] or [b, H*W*C]; embeddings [b, n, d]),
@@ -272,6 +309,7 @@ export const APGD_ATTACK: AttackSpec = {
   options: {
     steps: { default: ATTACK_DEFAULTS.steps, help: "loss and gradient evaluations" },
     randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
+    restarts: { default: ATTACK_DEFAULTS.restarts, help: "runs from new random starts" },
     seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
   },
   run: apgdIn,

@@ -96,6 +96,8 @@ export const AttackFileSchema = z.looseObject({
   steps: z.number().optional(),
   /** Step size of iterative attacks; null = the default rule 2.5 * eps / steps. */
   stepSize: z.number().nullable().optional(),
+  /** Runs from new random starts of the attacks that restart (APGD); present when one ran. */
+  restarts: z.number().int().min(1).optional(),
   seed: z.number().optional(),
   cleanAccuracy: z.number().nullable().optional(),
   results: z.array(AttackResultSchema),
@@ -132,6 +134,7 @@ export interface AttackRecord {
   norm: "linf" | "l2";
   steps: number;
   stepSize: number | null;
+  restarts?: number;
   seed: number;
   cleanAccuracy: number;
   results: {

@@ -38,6 +38,8 @@ export const ATTACK_DEFAULTS = Object.freeze({
   stepSize: null as number | null,
   /** Start iterative attacks from a random point of the ball. */
   randomStart: true,
+  /** Runs of attacks that restart (APGD) from new random starts, keeping per input the first that succeeds. */
+  restarts: 1,
   /** Seed of random starts (and of --random-init / the data split in the command). */
   seed: 0,
   /** Attacks run when none are named, in this order. */

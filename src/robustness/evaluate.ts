@@ -27,6 +27,8 @@ export interface EvaluateRobustnessOptions {
   stepSize?: number | null;
   /** Random start of iterative attacks [true]. */
   randomStart?: boolean;
+  /** Runs from new random starts of the attacks that restart (APGD) [1]. */
+  restarts?: number;
   /** Examples per forward/backward pass [32]. */
   batchSize?: number;
   /** Seed of the random starts (each batch and eps gets its own stream from it) [0]. */

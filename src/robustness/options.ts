@@ -29,6 +29,8 @@ export interface AttackSettings {
   stepSize?: number | null;
   /** Start from a random point of the ball [true]. */
   randomStart?: boolean;
+  /** Runs from new random starts of the attacks that restart (APGD), an integer >= 1 [1]. */
+  restarts?: number;
   /** Seed of the random start, an integer in [0, 2^32) [0]. */
   seed?: number;
   /** Valid input range [low, high] [[0, 1]]. */
@@ -42,6 +44,7 @@ export interface ResolvedAttackSettings {
   steps: number;
   stepSize: number;
   randomStart: boolean;
+  restarts: number;
   seed: number;
   clip: ClipRange;
 }
@@ -188,5 +191,6 @@ export function resolveAttackOptions(
     "seed",
     who,
   );
-  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart, seed, clip };
+  const restarts = checkCount(options.restarts ?? ATTACK_DEFAULTS.restarts, "restarts", who);
+  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart, restarts, seed, clip };
 }

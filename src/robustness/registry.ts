@@ -18,7 +18,7 @@ import { APGD_ATTACK } from "./apgd.ts";
  */
 
 /** The shared settings an attack may read (beside norm and eps, which every attack takes). */
-export type AttackSettingName = "steps" | "stepSize" | "randomStart" | "seed";
+export type AttackSettingName = "steps" | "stepSize" | "randomStart" | "restarts" | "seed";
 
 /** One setting an attack reads, with its default (from ATTACK_DEFAULTS) and a line of help. */
 export interface AttackOptionSpec {

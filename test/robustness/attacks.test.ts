@@ -295,6 +295,19 @@ test("APGD's robust accuracy is never above PGD's on the same inputs and budget 
   }
 });
 
+test("APGD restarts: never fewer inputs broken than one run, deterministic; --restarts is checked", () => {
+  const one = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", batchSize: 32 });
+  const three = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", restarts: 3, batchSize: 32 });
+  const again = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", restarts: 3, batchSize: 32 });
+  three.results.forEach((r, i) => {
+    assert.ok(r.attacks.apgd!.robustAccuracy <= one.results[i].attacks.apgd!.robustAccuracy, `eps ${r.eps}`);
+    assert.deepEqual(r.attacks.apgd!.success, again.results[i].attacks.apgd!.success);
+    // Every input the single run broke stays broken (the first run is the same run).
+    one.results[i].attacks.apgd!.success.forEach((s, e) => assert.ok(!s || r.attacks.apgd!.success[e], `eps ${r.eps} input ${e}`));
+  });
+  assert.throws(() => resolveAttackOptions({ eps: 0.1, restarts: 0 }, "apgd"), /apgd: restarts must be an integer >= 1, got 0/);
+});
+
 test("teardown", () => {
   x.dispose();
   model.dispose();
