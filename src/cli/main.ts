@@ -30,9 +30,14 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** commander prints usage errors as "error: ..." over several lines; keep one line. */
+/**
+ * commander prints usage errors as "error: ..." over several lines; keep one line, with its
+ * "(Did you mean ...?)" suggestion for a mistyped command or option when it made one.
+ */
 function writeOneLine(text: string, write: (s: string) => void): void {
-  write(`attnlip: ${text.split("\n")[0].replace(/^error: /, "")}\n`);
+  const lines = text.split("\n").map((l) => l.trim());
+  const hint = lines.slice(1).find((l) => l.startsWith("(Did you mean"));
+  write(`attnlip: ${lines[0].replace(/^error: /, "")}${hint === undefined ? "" : ` ${hint}`}\n`);
 }
 
 /** Runs the CLI on argv and returns the exit code. */

@@ -69,7 +69,9 @@ const badCases: [string, string[], RegExp][] = [
   ["two inputs", ["sigma", "0.5,0.5", "--logits", "1,2"], /give exactly one of/],
   ["missing file", ["sigma", "--file", "/nonexistent/rows.csv"], /cannot read \/nonexistent\/rows\.csv \(no such file\)/],
   ["unknown option", ["sigma", "--frobnicate"], /unknown option '--frobnicate'/],
-  ["unknown command", ["sigmas"], /unknown command 'sigmas'/],
+  ["unknown command", ["sigmas"], /unknown command 'sigmas' \(Did you mean sigma\?\)$/],
+  ["mistyped option, with the suggestion", ["attack", "--attacks", "fgsm"], /^attnlip: unknown option '--attacks' \(Did you mean --attack\?\)$/],
+  ["mistyped command, with the suggestion", ["analyse"], /^attnlip: unknown command 'analyse' \(Did you mean analyze\?\)$/],
 ];
 
 for (const [name, args, message] of badCases) {
