@@ -2,7 +2,7 @@ import { Command } from "commander";
 import { InputError } from "../util/errors.ts";
 
 interface ReportFlags {
-  out: string;
+  out?: string;
   names?: string;
   title?: string;
 }
@@ -17,12 +17,20 @@ export function reportCommand(): Command {
     .description(
       "self-contained HTML report (inline SVG charts, no scripts) comparing one or two run folders",
     )
-    .argument("<runA>", "run folder with analysis.json (or analysis/analysis.json)")
+    .argument("[runA]", "run folder with analysis.json (or analysis/analysis.json)")
     .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
-    .requiredOption("--out <file>", "the HTML file to write")
+    .option("--out <file>", "the HTML file to write (required)")
     .option("--names <a,b>", "names shown for the runs (default: the folder names)")
     .option("--title <text>", "title of the report")
-    .action(async (runA: string, runB: string | undefined, flags: ReportFlags) => {
+    .action(async (runA: string | undefined, runB: string | undefined, flags: ReportFlags) => {
+      // Checked here, not by the parser, so that a bare `report` says what to pass first.
+      if (runA === undefined)
+        throw new InputError(
+          "report: give one or two run folders (each with analysis.json and/or attack.json) and --out FILE, e.g. attnlip report runs/demo/baseline runs/demo/jasmin --out report.html",
+        );
+      if (flags.out === undefined)
+        throw new InputError(`report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`);
+      const out = flags.out;
       const dirs = runB === undefined ? [runA] : [runA, runB];
       let names: string[] | undefined;
       if (flags.names !== undefined) {
@@ -42,7 +50,7 @@ export function reportCommand(): Command {
         dirs.map((dir, i) => ({ dir, name: names?.[i] })),
         { title: flags.title },
       );
-      await writeReport(flags.out, html);
+      await writeReport(out, html);
       console.log(`wrote ${flags.out} (${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`);
     });
 }

@@ -57,6 +57,9 @@ test("attnlip report: bad input exits 2 with one line and writes nothing", () =>
   }
   const noOut = runAttnlip(["report", FIXTURES.minimal]);
   assert.equal(noOut.code, 2);
-  assert.match(noOut.stderr, /--out/);
+  assert.match(noOut.stderr, /^attnlip: report: --out FILE: where to write the HTML report, e\.g\. attnlip report .* --out report\.html\n$/);
+  const nothing = runAttnlip(["report"]);
+  assert.equal(nothing.code, 2);
+  assert.match(nothing.stderr, /^attnlip: report: give one or two run folders .* --out FILE, e\.g\. attnlip report runs\/demo\/baseline runs\/demo\/jasmin --out report\.html\n$/);
   rmSync(dir, { recursive: true });
 });
