@@ -225,7 +225,7 @@ function announce(
     );
   const p = progressLine(
     "attack",
-    (done, total) => `  attacked ${done}/${total} (batch, eps, attack) units`,
+    (done, total) => `  attacked ${done}/${total} (each: one batch of up to ${run.batch} inputs at one eps with one attack)`,
   );
   // Steps and step size only for the attacks that take them (registry: each attack's options).
   const iterative = run.attacks.filter((a) => attackSpec(a, "attack").options.steps !== undefined);

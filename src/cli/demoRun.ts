@@ -76,6 +76,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   let stage = 0;
   const step = (what: string) => console.log(`\n[${++stage}/${stages}] ${what}`);
   const summaries: DemoRunSummary[] = [];
+  let classes = 0;
 
   for (const run of runs) {
     const dir = join(out, run.name);
@@ -132,6 +133,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
       out: join(dir, "attack.json"),
     });
     summaries.push(summarizeRun(run.name, run.jasmin, analysis, attack, trained));
+    classes = (attack.model as { classes: number }).classes;
   }
 
   step("writing the report");
@@ -149,8 +151,30 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   const seconds = (performance.now() - started) / 1000;
   await writeJsonAtomically(join(out, "summary.json"), { settings, seed, backend, seconds, runs: summaries });
   console.log(`\n${summaryTable(summaries)}`);
+  const nearChance = nearChanceNote(summaries, classes);
+  if (nearChance !== null) console.log(nearChance);
   console.log(`demo finished in ${(seconds / 60).toFixed(1)} min; report: ${reportPath}`);
   return summaries;
+}
+
+/**
+ * A note when a run's clean accuracy is within a quarter of the way from chance (1 / classes) to
+ * 100% (10 classes: below 32.5%; 2 classes: below 62.5%): such a model (the quick demo's,
+ * trained for seconds) shows how the pipeline runs, not what JaSMin does.
+ *
+ * @example nearChanceNote([{ name: "baseline", cleanAccuracy: 0.2 } as DemoRunSummary], 10)
+ *   // "note: clean accuracy 20.0% (baseline) is near chance (10.0% for 10 classes): ..."
+ */
+export function nearChanceNote(runs: readonly DemoRunSummary[], classes: number): string | null {
+  if (!(classes >= 2)) return null;
+  const chance = 1 / classes;
+  const low = runs.filter((r) => r.cleanAccuracy < chance + (1 - chance) / 4);
+  if (low.length === 0) return null;
+  const which = low.map((r) => `${(100 * r.cleanAccuracy).toFixed(1)}% (${r.name})`).join(", ");
+  return (
+    `note: clean accuracy ${which} is near chance (${(100 * chance).toFixed(1)}% for ${classes} classes): ` +
+    "these models trained too briefly to say anything about JaSMin; they show how the pipeline runs (the full demo, without --quick, trains for that)"
+  );
 }
 
 function summarizeRun(

@@ -1,4 +1,5 @@
 import { test } from "node:test";
+import { nearChanceNote, type DemoRunSummary } from "../../src/cli/demoRun.ts";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -12,6 +13,10 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /median network Lipschitz, true/);
     assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
+    // The quick demo's models are near chance, and it says so whenever they are.
+    const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as { runs: { cleanAccuracy: number }[] };
+    const near = summary.runs.some((run) => run.cleanAccuracy < 0.325);
+    assert.equal(/note: clean accuracy .* is near chance \(10\.0% for 10 classes\)/.test(r.stdout), near, r.stdout);
   }
   for (const run of ["baseline", "jasmin"])
     for (const file of ["config.json", "model.safetensors", "metrics.jsonl", "analysis.json", "attack.json"])
@@ -26,6 +31,14 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
   const html = readFileSync(join(out, "report.html"), "utf8");
   assert.match(html, /<svg/);
   assert.doesNotMatch(html, /https?:\/\//);
+});
+
+test("nearChanceNote: within a quarter of the way from chance to 100% gets the note, naming the runs; above gets none", () => {
+  const run = (name: string, cleanAccuracy: number) => ({ name, cleanAccuracy }) as DemoRunSummary;
+  assert.equal(nearChanceNote([run("baseline", 0.9)], 10), null);
+  assert.match(nearChanceNote([run("baseline", 0.19), run("jasmin", 0.5)], 10) ?? "", /^note: clean accuracy 19\.0% \(baseline\) is near chance \(10\.0% for 10 classes\)/);
+  assert.equal(nearChanceNote([run("a", 0.95)], 2), null);
+  assert.match(nearChanceNote([run("a", 0.6)], 2) ?? "", /near chance \(50\.0% for 2 classes\)/);
 });
 
 test("attnlip demo rejects bad input with exit 2 and one line", () => {
