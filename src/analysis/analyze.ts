@@ -2,7 +2,7 @@ import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
-import { HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import { checkVariants, HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import {
   blockLipschitz,
   headLipschitz,
@@ -224,6 +224,8 @@ export interface AnalyzeOptions {
   seed?: number;
   /** MLP value composed into block bounds ("local", exact, by default). */
   mlp?: NetworkBoundsOptions["mlp"];
+  /** The head variants to compute (default all; leaving out `cov` skips its costly exact query path). */
+  variants?: NetworkBoundsOptions["variants"];
   /** Padding mask [batch, n] for text models (1 = real token). */
   mask?: tf.Tensor | null;
   /** Examples per traced forward pass (default 16). */
@@ -236,11 +238,15 @@ export interface AnalyzeOptions {
   maxAttentionRows?: number;
 }
 
-const emptyRecord = (): Record<HeadVariant, number[]> =>
-  Object.fromEntries(HEAD_VARIANTS.map((v) => [v, [] as number[]])) as Record<HeadVariant, number[]>;
+// The records below hold one array per computed variant: their keys are the analysis's variants.
+const emptyRecord = (variants: readonly HeadVariant[]): Record<HeadVariant, number[]> =>
+  Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<HeadVariant, number[]>;
 
-function emptyBounds(): BoundsAgainstTruth {
-  return { bounds: emptyRecord(), true: [], ratios: emptyRecord() };
+/** The variants a record holds, in HEAD_VARIANTS order. */
+const variantsOf = (record: Partial<Record<HeadVariant, unknown>>): HeadVariant[] => HEAD_VARIANTS.filter((v) => v in record);
+
+function emptyBounds(variants: readonly HeadVariant[]): BoundsAgainstTruth {
+  return { bounds: emptyRecord(variants), true: [], ratios: emptyRecord(variants) };
 }
 
 const emptyTruthRecord = (): TruthRecord => ({ iterations: [], residual: [], relativeChange: [], converged: [] });
@@ -254,7 +260,7 @@ function pushRecord(target: TruthRecord, est: PowerIterationResult | null): void
 }
 
 function pushValues(target: BoundsAgainstTruth, values: Record<HeadVariant, number>, truth: number): void {
-  for (const v of HEAD_VARIANTS) {
+  for (const v of variantsOf(target.bounds)) {
     target.bounds[v].push(values[v]);
     target.ratios[v].push(truth > 0 ? values[v] / truth : NaN);
   }
@@ -265,10 +271,10 @@ function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
   const finite = (xs: number[]) => xs.filter(Number.isFinite);
   const hasTruth = finite(b.true).length > 0;
   return {
-    bounds: Object.fromEntries(HEAD_VARIANTS.map((v) => [v, summarize(b.bounds[v], v)])) as Record<HeadVariant, Summary>,
+    bounds: Object.fromEntries(variantsOf(b.bounds).map((v) => [v, summarize(b.bounds[v], v)])) as Record<HeadVariant, Summary>,
     true: hasTruth ? summarize(finite(b.true), "true") : null,
     ratios: hasTruth
-      ? (Object.fromEntries(HEAD_VARIANTS.map((v) => [v, summarize(finite(b.ratios[v]), `${v} ratio`)])) as Record<HeadVariant, Summary>)
+      ? (Object.fromEntries(variantsOf(b.ratios).map((v) => [v, summarize(finite(b.ratios[v]), `${v} ratio`)])) as Record<HeadVariant, Summary>)
       : null,
   };
 }
@@ -281,7 +287,7 @@ function summarizeFloor(network: BoundsAgainstTruth, floors: number[]): FloorSum
   return {
     floor: summarize(at.map((e) => floors[e]), "composition floor"),
     boundOverFloor: Object.fromEntries(
-      HEAD_VARIANTS.map((v) => [v, summarize(at.map((e) => network.bounds[v][e] / floors[e]), `${v} bound / floor`)]),
+      variantsOf(network.bounds).map((v) => [v, summarize(at.map((e) => network.bounds[v][e] / floors[e]), `${v} bound / floor`)]),
     ) as Record<HeadVariant, Summary>,
     floorOverTrue: withTruth.length > 0 ? summarize(withTruth.map((e) => floors[e] / network.true[e]), "floor / true") : null,
   };
@@ -324,8 +330,9 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
   const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
   const batchSize = options.batchSize ?? 16;
   const offset = options.inputOffset ?? 0;
+  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "analyze");
   const blocks: BlockAnalysis[] = [];
-  const network = emptyBounds();
+  const network = emptyBounds(variants);
   const floors: number[] = [];
   let inputSpace: "image" | "embedding" = "image";
   let boundSeconds = 0;
@@ -352,7 +359,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     try {
       collectAttention(trace!, start === 0, allRows, attentionMaps);
       const t0 = performance.now();
-      const report = networkBounds(model, trace!, { mlp: options.mlp });
+      const report = networkBounds(model, trace!, { mlp: options.mlp, variants });
       boundSeconds += (performance.now() - t0) / 1000;
       inputSpace = report.inputSpace;
       const t1 = performance.now();
@@ -365,9 +372,9 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
           if (!blocks[i])
             blocks[i] = {
               name: `block.${i}`,
-              ...emptyBounds(),
+              ...emptyBounds(variants),
               ...emptyTruthRecord(),
-              heads: b.heads.map((_, h) => ({ head: h, ...emptyBounds(), ...emptyTruthRecord(), stats: { meanSigma: [], maxSigma: [], meanTop: [], meanEntropy: [] } })),
+              heads: b.heads.map((_, h) => ({ head: h, ...emptyBounds(variants), ...emptyTruthRecord(), stats: { meanSigma: [], maxSigma: [], meanTop: [], meanEntropy: [] } })),
               ln1: [],
               ln2: [],
               mlpLocal: [],
@@ -466,7 +473,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
     attentionRows: sample,
     attentionMaps: parts[0].attentionMaps,
     inputs: parts.reduce((a, p) => a + p.inputs, 0),
-    variants: HEAD_VARIANTS,
+    variants: checkVariants(options.variants ?? HEAD_VARIANTS, "analyze"),
     inputSpace: parts[0].inputSpace,
     blocks,
     network,
@@ -483,7 +490,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
 const concat = <T,>(lists: T[][]): T[] => ([] as T[]).concat(...lists);
 
 function concatRecord(parts: Record<HeadVariant, number[]>[]): Record<HeadVariant, number[]> {
-  return Object.fromEntries(HEAD_VARIANTS.map((v) => [v, concat(parts.map((p) => p[v]))])) as Record<HeadVariant, number[]>;
+  return Object.fromEntries(variantsOf(parts[0]).map((v) => [v, concat(parts.map((p) => p[v]))])) as Record<HeadVariant, number[]>;
 }
 
 function concatBounds(parts: BoundsAgainstTruth[]): BoundsAgainstTruth {

@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
 import { resolveWorkers } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
+import { checkVariants, HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface AnalyzeFlags {
@@ -17,6 +18,7 @@ interface AnalyzeFlags {
   out?: string;
   backend: string;
   mlp: string;
+  variants?: string;
   headTruth: boolean;
   blockTruth: boolean;
   iterations: string;
@@ -49,6 +51,20 @@ export function parseAnalyzeNumbers(flags: Pick<AnalyzeFlags, "seed" | "n" | "it
     iterations: parseNumberFlag(flags.iterations, "--iterations", RULES.iterations, "analyze"),
     workers: flags.workers === undefined ? undefined : parseNumberFlag(flags.workers, "--workers", RULES.workers, "analyze"),
   };
+}
+
+/**
+ * The --variants list: known head variants, separated by commas, each once.
+ *
+ * @throws InputError `analyze: --variants: unknown variant "x" (known: paper, ...)`.
+ * @example variantsFlag("t3-exact,paper") // ["paper", "t3-exact"]
+ */
+export function variantsFlag(value: string): HeadVariant[] {
+  try {
+    return checkVariants(value.split(",").map((v) => v.trim()).filter((v) => v !== ""), "analyze");
+  } catch (e) {
+    throw new InputError((e as Error).message.replace(/^analyze: variants:/, "analyze: --variants:"));
+  }
 }
 
 /** Checks --encoding. @throws InputError naming the flag, the value and what is expected. */
@@ -93,6 +109,10 @@ export function analyzeCommand(): Command {
         .choices(["local", "relaxed"])
         .default("local"),
     )
+    .option(
+      "--variants <list>",
+      `bound variants to compute, separated by commas, from ${HEAD_VARIANTS.join(", ")}; leaving out cov skips its exact query path, the costly part on long sequences [all]`,
+    )
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")
     .option(
@@ -125,6 +145,7 @@ export function analyzeCommand(): Command {
         out: flags.out,
         backend: flags.backend as "wasm" | "cpu",
         mlp: flags.mlp as "local" | "relaxed",
+        ...(flags.variants === undefined ? {} : { variants: variantsFlag(flags.variants) }),
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,
         iterations: opts.iterations,

@@ -1,3 +1,4 @@
+import type { HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { useBackend, type BackendName } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { describeSplit } from "../data/evaluationInputs.ts";
@@ -36,6 +37,8 @@ export interface AnalyzeRun {
   out?: string;
   backend: BackendName;
   mlp: "local" | "relaxed";
+  /** The bound variants to compute [all]. */
+  variants?: readonly HeadVariant[];
   headTruth: boolean;
   blockTruth: boolean;
   iterations: number;
@@ -129,6 +132,7 @@ async function analyzeAndWrite(
       backend: run.backend,
       ...(inputs.mask === null ? {} : { mask: inputs.mask }),
       mlp: run.mlp,
+      ...(run.variants === undefined ? {} : { variants: run.variants }),
       maxIterations: run.iterations,
       seed: run.seed,
       truth: { heads: run.headTruth, blocks: run.blockTruth },

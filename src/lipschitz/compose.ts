@@ -1,7 +1,7 @@
 import type { tf } from "../backend.ts";
 import type { NamedArray } from "../nn/params.ts";
 import type { LayerTrace, TracedLayer } from "../nn/trace.ts";
-import type { VariantValues } from "./rules/attentionHead.ts";
+import { checkVariants, HEAD_VARIANTS, type VariantValues } from "./rules/attentionHead.ts";
 import type { Weights } from "./rules/weightNorms.ts";
 import { layerKind } from "./layers/registry.ts";
 import type { ExampleArray, LayerKindSpec, LayerView, RuleOptions } from "./layers/types.ts";
@@ -108,6 +108,7 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
  *   attention p [b, H, n, n]), mask [b, n] or null, allowed broadcastable to [b, 1, n, n] or null.
  *   Tensors are read, not disposed.
  * @param options.mlp "local" (default) or "relaxed" (see networkBounds).
+ * @param options.variants the head variants to compute (default all, see checkVariants).
  * @returns one {@link ComposedExample} per example.
  * @throws Error naming an unknown kind, a missing role or a missing weight; RangeError when the
  *   trace holds no tensor, batch sizes disagree, or a rule rejects its layer.
@@ -123,7 +124,8 @@ export function composeBounds(
   const mlp = options.mlp ?? "local";
   if (mlp !== "local" && mlp !== "relaxed")
     throw new RangeError(`options.mlp must be "local" or "relaxed", got "${String(mlp)}"`);
-  const ruleOptions: RuleOptions = { mlp };
+  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "composeBounds");
+  const ruleOptions: RuleOptions = { mlp, variants };
   const resolved = trace.layers.map((l) => resolve(l, weights));
   const tensors = tensorsOf(trace.layers);
   if (trace.mask) tensors.push(trace.mask);
@@ -167,7 +169,7 @@ export function composeBounds(
     return {
       kind: r.layer.kind,
       name: r.layer.name,
-      values: typeof v === "number" ? perVariant(() => v) : v,
+      values: typeof v === "number" ? perVariant(() => v, variants) : v,
       shared: typeof v === "number" ? v : null,
       detail: bound.detail,
       children,
@@ -178,7 +180,7 @@ export function composeBounds(
   for (let e = 0; e < b; e++) {
     const mask = masksFor(e);
     const layers = resolved.map((r) => evaluate(r, e, mask));
-    const network = perVariant((name) => layers.reduce((p, l) => p * l.values[name], 1));
+    const network = perVariant((name) => layers.reduce((p, l) => p * l.values[name], 1), variants);
     examples.push({ layers, network });
   }
   return examples;

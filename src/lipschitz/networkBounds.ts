@@ -1,6 +1,6 @@
 import type { ModelConfig } from "../nn/config.ts";
 import { TRACE_NAMES, type ForwardTrace, type LayerTrace } from "../nn/trace.ts";
-import { HEAD_VARIANTS, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
+import { checkVariants, HEAD_VARIANTS, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
 import type { MlpBound } from "./rules/mlp.ts";
 import type { Weights } from "./rules/weightNorms.ts";
 import { composeBounds, type LayerReport } from "./compose.ts";
@@ -61,6 +61,11 @@ export interface NetworkBoundsOptions {
    * example); "relaxed": ||W_1|| max|act'| ||W_2||, much cheaper.
    */
   mlp?: "local" | "relaxed";
+  /**
+   * The head variants to compute (default all, HEAD_VARIANTS). Leaving out `cov` skips its
+   * exact query path, the dominant cost on long sequences (O(n^2 d_k^2) per head).
+   */
+  variants?: readonly HeadVariant[];
 }
 
 /**
@@ -118,13 +123,14 @@ export function networkBounds(
     if (dTrace !== config.dModel)
       throw new RangeError(`networkBounds: trace width ${dTrace}, config dModel ${config.dModel}`);
   }
-  const examples = composeBounds(weights, trace, { mlp: mlpChoice }).map((ex) => ({
+  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "networkBounds");
+  const examples = composeBounds(weights, trace, { mlp: mlpChoice, variants }).map((ex) => ({
     layers: ex.layers,
     ...classifierView(ex.layers),
     network: ex.network,
   }));
   return {
-    variants: HEAD_VARIANTS,
+    variants,
     inputSpace: trace.inputSpace ?? (config?.kind === "vit" ? "image" : "embedding"),
     mlpInBlock: mlpChoice,
     examples,
@@ -146,7 +152,7 @@ function classifierView(
     }
   };
   walk(layers);
-  const one = (r: LayerReport) => r.shared ?? r.values[HEAD_VARIANTS[0]];
+  const one = (r: LayerReport) => r.shared ?? Object.values(r.values)[0];
   const factor = (name: string) => {
     const r = byName.get(name);
     return r === undefined ? 1 : one(r);

@@ -158,6 +158,36 @@ test("attnlip analyze runs on embedded digits with a random vit-tiny and writes 
   assert.ok(readFileSync(join(out, "analysis.csv"), "utf8").startsWith("input,layer,head,variant"));
 });
 
+test("a subset of variants: the same values as with all of them, cov's exact query path skipped; files, tables and workers follow the subset", async () => {
+  const model = createModel(tinyVit, 3) as TransformerClassifier;
+  const x = digits(8);
+  try {
+    const options = { truth: { heads: false, blocks: false }, mlp: "relaxed" as const };
+    const all = analyze(model, x, options);
+    const some = analyze(model, x, { ...options, variants: ["t3-exact", "paper", "dist"] });
+    assert.deepEqual(some.variants, ["paper", "t3-exact", "dist"]);
+    for (const v of some.variants) {
+      assert.deepEqual(some.network.bounds[v], all.network.bounds[v], `network ${v}`);
+      some.blocks.forEach((b, i) => assert.deepEqual(b.bounds[v], all.blocks[i].bounds[v], `block ${i} ${v}`));
+    }
+    assert.equal("cov" in some.network.bounds, false);
+    assert.equal(Object.keys(some.summary.network.bounds).join(), "paper,t3-exact,dist");
+    const csv = analysisCsv(some);
+    assert.ok(!/,cov,/.test(csv) && /,t3-exact,/.test(csv));
+    assert.doesNotMatch(analysisTables(some), /\bcov\b/);
+    assert.throws(() => analyze(model, x, { ...options, variants: ["nope" as never] }), /analyze: variants: unknown variant "nope"/);
+  } finally {
+    x.dispose();
+    model.dispose();
+  }
+  const out = mkdtempSync(join(tmpdir(), "attnlip-variants-"));
+  const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "8", "--variants", "dist,castin", "--no-head-truth", "--workers", "2", "--out", out]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8")) as { variants: string[]; layers: { network: Record<string, unknown> } };
+  assert.deepEqual(doc.variants, ["dist", "castin"]);
+  assert.ok("dist" in doc.layers.network && !("cov" in doc.layers.network));
+});
+
 test("attnlip analyze rejects bad input with exit 2 and one line", () => {
   const cases: [string[], RegExp][] = [
     [["analyze"], /give a checkpoint folder, or --random-init/],
@@ -168,6 +198,9 @@ test("attnlip analyze rejects bad input with exit 2 and one line", () => {
     [["analyze", "--random-init", "--model", "vit-huge"], /--model: .*vit-tiny/],
     [["analyze", "--random-init", "--data", "nope"], /data/i],
     [["analyze", "--random-init", "--backend", "gpu"], /gpu/],
+    [["analyze", "--random-init", "--variants", "paper,bogus"], /^attnlip: analyze: --variants: unknown variant "bogus" \(known: paper, t3-one, .*castin\)$/],
+    [["analyze", "--random-init", "--variants", "dist,dist"], /^attnlip: analyze: --variants: "dist" is listed twice$/],
+    [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: expected at least one of paper/],
   ];
   for (const [args, message] of cases) {
     const r = runAttnlip(args);

@@ -99,6 +99,7 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
           allowed: layer.mask.allowed,
         },
         hn,
+        { variants: layer.options.variants },
       );
       return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
     });

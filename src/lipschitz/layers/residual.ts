@@ -18,7 +18,7 @@ export const residualKind: LayerKindSpec = {
   rule(layer) {
     if (layer.children.length === 0) throw new RangeError(`${layer.name}: residual with no branch`);
     return {
-      value: perVariant((v) => residualBound(layer.children.reduce((p, c) => p * c[v], 1))),
+      value: perVariant((v) => residualBound(layer.children.reduce((p, c) => p * c[v], 1)), layer.options.variants),
     };
   },
 };

@@ -11,6 +11,6 @@ export const sequenceKind: LayerKindSpec = {
   composite: true,
   forward: (x, ctx) => ({ out: ctx.inner(x) }),
   rule: (layer) => ({
-    value: perVariant((v) => layer.children.reduce((p, c) => p * c[v], 1)),
+    value: perVariant((v) => layer.children.reduce((p, c) => p * c[v], 1), layer.options.variants),
   }),
 };

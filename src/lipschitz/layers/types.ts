@@ -1,3 +1,4 @@
+import type { HeadVariant } from "../rules/attentionHead.ts";
 import type { tf } from "../../backend.ts";
 import type { NamedArray } from "../../nn/params.ts";
 import type { VariantValues } from "../rules/attentionHead.ts";
@@ -24,6 +25,11 @@ export interface ExampleArray {
 export interface RuleOptions {
   /** Which MLP value the blocks compose: "local" (exact, default) or "relaxed". */
   mlp: "local" | "relaxed";
+  /**
+   * The head variants to compute, in HEAD_VARIANTS order (default all). A rule that gives a
+   * value per variant gives exactly these (`cov`, the costly one, may be left out).
+   */
+  variants: readonly HeadVariant[];
 }
 
 /**

@@ -50,8 +50,11 @@ export function setting(
  *
  * @example perVariant(() => 1)["t3-exact"] // 1
  */
-export function perVariant(fn: (name: (typeof HEAD_VARIANTS)[number]) => number): VariantValues {
+export function perVariant(
+  fn: (name: (typeof HEAD_VARIANTS)[number]) => number,
+  variants: readonly (typeof HEAD_VARIANTS)[number][] = HEAD_VARIANTS,
+): VariantValues {
   const out = {} as VariantValues;
-  for (const name of HEAD_VARIANTS) out[name] = fn(name);
+  for (const name of variants) out[name] = fn(name);
   return out;
 }

@@ -35,6 +35,26 @@ export const HEAD_VARIANTS = [
 /** One of {@link HEAD_VARIANTS}. */
 export type HeadVariant = (typeof HEAD_VARIANTS)[number];
 
+/**
+ * Checks a list of head variants: known names (HEAD_VARIANTS), at least one, no repeats.
+ *
+ * @returns the list in HEAD_VARIANTS order.
+ * @throws RangeError `WHO: variants: ...` naming the unknown or repeated name and the known ones.
+ * @example checkVariants(["t3-exact", "paper"], "me") // ["paper", "t3-exact"]
+ */
+export function checkVariants(variants: readonly string[], who: string): HeadVariant[] {
+  if (!Array.isArray(variants) || variants.length === 0)
+    throw new RangeError(`${who}: variants: expected at least one of ${HEAD_VARIANTS.join(", ")}`);
+  const seen = new Set<string>();
+  for (const v of variants) {
+    if (!(HEAD_VARIANTS as readonly string[]).includes(v))
+      throw new RangeError(`${who}: variants: unknown variant "${v}" (known: ${HEAD_VARIANTS.join(", ")})`);
+    if (seen.has(v)) throw new RangeError(`${who}: variants: "${v}" is listed twice`);
+    seen.add(v);
+  }
+  return HEAD_VARIANTS.filter((v) => seen.has(v));
+}
+
 /** A value per head variant. */
 export type VariantValues = Record<HeadVariant, number>;
 
@@ -179,7 +199,7 @@ export interface HeadActivations {
 export interface HeadParts {
   /** ||P||_2 ||W_V||_2. */
   valuePath: number;
-  /** max_i ||W_Q K_c^T J_i V_c||_2 / sqrt(d_k) (exact). */
+  /** max_i ||W_Q K_c^T J_i V_c||_2 / sqrt(d_k) (exact); NaN when `cov` was not asked for (not computed). */
   queryPathExact: number;
   /** max_i s_i ||W_Q K_c^T||_2 ||V_c||_2 / sqrt(d_k), exact s_i. */
   queryPathRelaxed: number;
@@ -274,10 +294,17 @@ export function headRowStats(
  *
  * @param act activations of one sequence (see {@link HeadActivations}); q/k/v/p may be float32.
  * @param norms the head's {@link HeadNorms}.
- * @returns values per variant, the parts, and per-row sigma statistics.
+ * @param options.variants the variants to compute (default all); without `cov` its exact query
+ *   path, O(n^2 d_k^2), is skipped.
+ * @returns values for those variants, the parts, and per-row sigma statistics.
  * @throws RangeError when neither act.x nor act.xNorms is given, or on size mismatches.
  */
-export function attentionHeadBounds(act: HeadActivations, norms: HeadNorms): HeadBounds {
+export function attentionHeadBounds(
+  act: HeadActivations,
+  norms: HeadNorms,
+  options: { variants?: readonly HeadVariant[] } = {},
+): HeadBounds {
+  const wanted = options.variants ?? HEAD_VARIANTS;
   const { n } = act;
   const { d, dk } = norms;
   const { q: q0, k: k0, v: v0, p: p0, allowed: allowed0 } = act;
@@ -389,8 +416,10 @@ export function attentionHeadBounds(act: HeadActivations, norms: HeadNorms): Hea
   let queryRelaxed = 0;
   for (let i = 0; i < n; i++)
     if (rows.live[i]) queryRelaxed = Math.max(queryRelaxed, rows.exact[i]);
-  let queryExact = queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, norms.gq);
-  queryExact /= sqrtDk;
+  // The exact query path is cov's alone and its cost (n^2 d_k^2 per head): skipped without cov.
+  const queryExact = wanted.includes("cov")
+    ? queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, norms.gq) / sqrtDk
+    : NaN;
   queryRelaxed = (queryRelaxed * wqKc * normVc) / sqrtDk;
   const keyPath = (sQWk * normVc) / sqrtDk;
   const valuePath = normP * norms.wv;
@@ -400,7 +429,7 @@ export function attentionHeadBounds(act: HeadActivations, norms: HeadNorms): Hea
   const xNorm = aug ? xn.xAug : xn.x;
   const aNorm = aug ? norms.aAug : norms.a;
   const r = aug ? xn.rAug : xn.r;
-  const values: VariantValues = {
+  const all: VariantValues = {
     paper: norms.wv * (normP + 2 * xNorm * xNorm * aNorm * sMax.top2),
     "t3-one": t3(anyLive ? 1 : 0),
     "t3-half": t3(anyLive ? 0.5 : 0),
@@ -411,6 +440,8 @@ export function attentionHeadBounds(act: HeadActivations, norms: HeadNorms): Hea
     cov: valuePath + queryExact + keyPath,
     castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
   };
+  const values = {} as VariantValues;
+  for (const name of wanted) values[name] = all[name];
   return {
     values,
     parts: {

@@ -18,7 +18,8 @@ export function attentionLayerBound(
   if (!(normWo >= 0) || !Number.isFinite(normWo))
     throw new RangeError(`attention layer: ||W_O||_2 must be finite and >= 0, got ${normWo}`);
   const out = {} as VariantValues;
-  for (const name of HEAD_VARIANTS) {
+  // The variants the heads hold (all, or the subset that was asked for).
+  for (const name of HEAD_VARIANTS.filter((v) => v in heads[0])) {
     let s = 0;
     for (const h of heads) s += h[name] * h[name];
     out[name] = normWo * Math.sqrt(s);

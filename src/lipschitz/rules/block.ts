@@ -45,7 +45,8 @@ export function blockBound(parts: BlockParts): VariantValues {
   ] as const)
     if (!(v >= 0)) throw new RangeError(`block: ${name} bound must be >= 0, got ${v}`);
   const out = {} as VariantValues;
-  for (const name of HEAD_VARIANTS) {
+  // The variants the attention bound holds (all, or the subset that was asked for).
+  for (const name of HEAD_VARIANTS.filter((v) => v in parts.attention)) {
     const a = parts.attention[name];
     out[name] =
       parts.norm === "pre"
