@@ -84,6 +84,7 @@ export async function benchHf(): Promise<Record<string, unknown>> {
       parameters: number;
       loadMs: number;
       forwardMs: number;
+      firstBoundsMs: number;
       boundsMs: number;
       rssMiB: { beforeLoad: number; afterLoad: number; peakDuringLoad: number; peak: number };
     };
@@ -97,6 +98,7 @@ export async function benchHf(): Promise<Record<string, unknown>> {
           ["peak RSS of the whole child (load, forward, traced forward, bounds)", `${r.rssMiB.peak.toFixed(0)} MiB`],
           ["RSS before load / after load", `${r.rssMiB.beforeLoad.toFixed(0)} / ${r.rssMiB.afterLoad.toFixed(0)} MiB`],
           ["one forward pass, 1 image 224x224x3 (after a warm-up pass)", `${r.forwardMs.toFixed(0)} ms`],
+          ["the weights' spectral norms and factors (once per model, cached)", `${((r.firstBoundsMs - r.boundsMs) / 1000).toFixed(1)} s`],
           ["every bound variant but cov, every layer and head, 1 input (relaxed MLP)", `${(r.boundsMs / 1000).toFixed(1)} s (${(r.boundsMs / r.forwardMs).toFixed(0)}x the forward pass)`],
         ],
       ),
