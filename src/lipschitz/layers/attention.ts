@@ -84,7 +84,13 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     if (q.shape[0] !== H)
       throw new RangeError(`${layer.name}: q has ${q.shape[0]} heads, the weights ${H}`);
     const dk = q.shape[2];
-    const xNorms = inputNorms(x.data, n, d);
+    // ||X|| and ||[X, 1]|| are read by `paper` only, each by the heads without / with a query bias.
+    const paper = layer.options.variants.includes("paper");
+    const heads0 = layer.prepared.heads;
+    const xNorms = inputNorms(x.data, n, d, {
+      plain: paper && heads0.some((hn) => !hn.augmented),
+      augmented: paper && heads0.some((hn) => hn.augmented),
+    });
     const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
       a.subarray(h * size, (h + 1) * size);
     const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {

@@ -136,7 +136,7 @@ export function headWeightNorms(w: HeadWeights): HeadNorms {
 
 /** Norms of the head input X [n, d] that every head of a layer shares ({@link inputNorms}). */
 export interface InputNorms {
-  /** ||X||_2 and ||[X, 1]||_2. */
+  /** ||X||_2 and ||[X, 1]||_2 (NaN when not asked for: only `paper` reads them). */
   x: number;
   xAug: number;
   /** max_i ||x_i|| and max_i ||[x_i, 1]||. */
@@ -147,31 +147,42 @@ export interface InputNorms {
 /**
  * ||X||_2, ||[X, 1]||_2 and the largest row norms of a layer input X [n, d] (all rows).
  *
+ * @param need which spectral norms to compute (each is an eigenvalue problem of size d or
+ *   d + 1): `plain` ||X||_2 (heads without a query bias), `augmented` ||[X, 1]||_2 (heads with
+ *   one); default both. One not asked for is NaN.
  * @throws RangeError when x has fewer than n*d entries.
+ * @example inputNorms(x, n, d, { plain: true, augmented: false }).x
  */
-export function inputNorms(x: ArrayLike<number>, n: number, d: number): InputNorms {
+export function inputNorms(
+  x: ArrayLike<number>,
+  n: number,
+  d: number,
+  need: { plain: boolean; augmented: boolean } = { plain: true, augmented: true },
+): InputNorms {
   if (x.length < n * d)
     throw new RangeError(`inputNorms: expected ${n * d} entries, got ${x.length}`);
-  const g = new Float64Array((d + 1) * (d + 1));
+  const gram = need.plain || need.augmented;
+  const g = new Float64Array(gram ? (d + 1) * (d + 1) : 0);
   let r2 = 0;
   for (let i = 0; i < n; i++) {
     let s = 0;
     for (let a = 0; a < d; a++) {
       const v = x[i * d + a];
       s += v * v;
-      if (v === 0) continue;
+      if (v === 0 || !gram) continue;
       for (let b = a; b < d; b++) g[a * (d + 1) + b] += v * x[i * d + b];
       g[a * (d + 1) + d] += v;
     }
     r2 = Math.max(r2, s);
   }
+  if (!gram) return { x: NaN, xAug: NaN, r: Math.sqrt(r2), rAug: Math.sqrt(r2 + 1) };
   g[d * (d + 1) + d] = n;
   for (let a = 0; a <= d; a++) for (let b = 0; b < a; b++) g[a * (d + 1) + b] = g[b * (d + 1) + a];
   const plain = new Float64Array(d * d);
   for (let a = 0; a < d; a++) for (let b = 0; b < d; b++) plain[a * d + b] = g[a * (d + 1) + b];
   return {
-    x: Math.sqrt(Math.max(symMaxEigenvalue(plain, d), 0)),
-    xAug: Math.sqrt(Math.max(symMaxEigenvalue(g, d + 1), 0)),
+    x: need.plain ? Math.sqrt(Math.max(symMaxEigenvalue(plain, d), 0)) : NaN,
+    xAug: need.augmented ? Math.sqrt(Math.max(symMaxEigenvalue(g, d + 1), 0)) : NaN,
     r: Math.sqrt(r2),
     rAug: Math.sqrt(r2 + 1),
   };
