@@ -19,6 +19,7 @@ interface AnalyzeFlags {
   backend: string;
   mlp: string;
   variants?: string;
+  force?: boolean;
   headTruth: boolean;
   blockTruth: boolean;
   iterations: string;
@@ -102,6 +103,7 @@ export function analyzeCommand(): Command {
       "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
     )
     .option("--n <int>", "number of test inputs", "16")
+    .option("--force", "replace an existing analysis.json and analysis.csv (without it, an earlier result is never overwritten)")
     .option("--out <dir>", "write analysis.json and analysis.csv here [the checkpoint folder; none with --random-init]")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
     .addOption(
@@ -145,6 +147,7 @@ export function analyzeCommand(): Command {
         out: flags.out,
         backend: flags.backend as "wasm" | "cpu",
         mlp: flags.mlp as "local" | "relaxed",
+        force: flags.force === true,
         ...(flags.variants === undefined ? {} : { variants: variantsFlag(flags.variants) }),
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,

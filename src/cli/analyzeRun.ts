@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import type { HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { useBackend, type BackendName } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -12,7 +13,7 @@ import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
 import { analysisTables } from "../analysis/table.ts";
 import { writeAnalysis } from "../analysis/files.ts";
-import { checkOutPath } from "../io/outPath.ts";
+import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 
 /** What `attnlip analyze` was asked to do. */
 export interface AnalyzeRun {
@@ -35,6 +36,8 @@ export interface AnalyzeRun {
    * CHECKPOINT/attack.json; a random-init model without it writes nothing].
    */
   out?: string;
+  /** Replace an existing analysis.json / analysis.csv (default: refuse). */
+  force?: boolean;
   backend: BackendName;
   mlp: "local" | "relaxed";
   /** The bound variants to compute [all]. */
@@ -79,6 +82,8 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const out = outFolder(run, imported);
     if (out !== undefined)
       checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
+    if (out !== undefined)
+      refuseToReplace([join(out, "analysis.json"), join(out, "analysis.csv")], run.force === true, "analyze", "DIR");
     const kind = modelInputs(model.config.kind, "analyze");
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "analyze");

@@ -26,6 +26,7 @@ export interface RawAttackOptions {
   backend?: string;
   workers?: string;
   out?: string;
+  force?: boolean;
   textColumn?: string;
   labelColumn?: string;
   encoding?: string;
@@ -48,6 +49,7 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   backend: "--backend",
   workers: "--workers",
   out: "--out",
+  force: "--force",
   textColumn: "--text-column",
   labelColumn: "--label-column",
   encoding: "--encoding",
@@ -167,6 +169,8 @@ export interface AttackFlags {
   /** Worker threads (parallel/attackTask.ts; undefined: the number of cores). */
   workers?: number;
   out?: string;
+  /** Replace an existing attack.json (default: refuse). */
+  force?: boolean;
 }
 
 /**
@@ -202,6 +206,7 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
     backend: f.backend ?? d.backend,
     ...(f.workers === undefined ? {} : { workers: f.workers }),
     out: f.out,
+    force: raw.force === true,
   };
 }
 
@@ -266,6 +271,7 @@ export function attackCommand(): Command {
       "--out <file>",
       "where attack.json goes [CHECKPOINT/attack.json; none with --random-init]",
     )
+    .option("--force", "replace an existing attack.json (without it, an earlier result is never overwritten)")
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
       // Now: a bad ATTNLIP_WORKERS stops the run before anything loads.

@@ -9,7 +9,7 @@ import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import type { WordTokenizer } from "../data/text/tokenizer.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
-import { checkOutPath } from "../io/outPath.ts";
+import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
 import type { RobustnessEvaluation } from "../robustness/evaluate.ts";
@@ -94,6 +94,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
         partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]",
         "attack",
       );
+    if (out !== undefined) refuseToReplace([out], partial.force === true, "attack", "FILE");
     checkDataTask(kind, run.data, "attack");
     const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported);
     const { evaluation, proxy, count, spec, split } = prepared;

@@ -99,6 +99,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
 
     step(`analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test examples`);
     const analysis = await runAnalyze({
+      force: true,
       checkpoint: dir,
       model: "vit-tiny",
       seed,
@@ -116,6 +117,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
 
     step(`attacking ${run.name}: ${ATTACK_DEFAULTS.attacks.map(attackLabel).join(" and ")} (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
     const attack = await runAttack({
+      // The demo's own folders: a rerun replaces its earlier results (README says so).
+      force: true,
       checkpoint: dir,
       model: "vit-tiny",
       randomInit: false,

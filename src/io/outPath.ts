@@ -9,6 +9,25 @@ import { InputError } from "../util/errors.ts";
  * reason leaves no empty folder behind.
  */
 
+/**
+ * Refuses to replace earlier results silently: when any of `files` exists, an InputError
+ * `WHO: FILE exists (...); give --force to replace it, or --out ... for a new one`.
+ *
+ * @param files the result files a command is about to write.
+ * @param force the command's --force: replace them.
+ * @param elsewhere what --out takes, for the message ("FILE" or "DIR").
+ * @throws InputError naming the first file that exists.
+ * @example refuseToReplace(["runs/a/attack.json"], false, "attack", "FILE")
+ */
+export function refuseToReplace(files: readonly string[], force: boolean, who: string, elsewhere: string): void {
+  if (force) return;
+  const there = files.find((f) => statOrNull(resolve(f))?.isFile() === true);
+  if (there !== undefined)
+    throw new InputError(
+      `${who}: ${there} exists (an earlier result); give --force to replace it, or --out ${elsewhere} to write elsewhere`,
+    );
+}
+
 /** What goes at the path: a file (attack.json) or a folder (analysis.json and analysis.csv, a checkpoint). */
 export type OutKind = "file" | "folder";
 

@@ -156,6 +156,16 @@ test("attnlip analyze runs on embedded digits with a random vit-tiny and writes 
   const doc = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8"));
   assert.equal(doc.layers.network.true.length, 2);
   assert.ok(readFileSync(join(out, "analysis.csv"), "utf8").startsWith("input,layer,head,variant"));
+  // A second analysis into the same folder is refused before any work without --force.
+  const before = readFileSync(join(out, "analysis.json"), "utf8");
+  const again = runAttnlip(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--out", out]);
+  assert.equal(again.code, 2, again.stderr);
+  assert.match(again.stderr, /^attnlip: analyze: .*analysis\.json exists \(an earlier result\); give --force to replace it, or --out DIR to write elsewhere\n$/);
+  assert.equal(again.stdout, "", "refused before any work");
+  assert.equal(readFileSync(join(out, "analysis.json"), "utf8"), before);
+  const forced = runAttnlip(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--no-head-truth", "--no-block-truth", "--workers", "1", "--out", out, "--force"]);
+  assert.equal(forced.code, 0, forced.stderr);
+  assert.equal(JSON.parse(readFileSync(join(out, "analysis.json"), "utf8")).layers.network.true.length, 1);
 });
 
 test("a subset of variants: the same values as with all of them, cov's exact query path skipped; files, tables and workers follow the subset", async () => {

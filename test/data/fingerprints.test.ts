@@ -119,7 +119,7 @@ test("a text checkpoint's training rows are left out of a re-sorted copy, a copy
   const trainOnly = join(dir, "train-only.csv");
   writeFileSync(trainOnly, csv(rows.filter(([t]) => trainingTexts.has(t))));
   const cli = (data: string) =>
-    spawnSync(process.execPath, [bin, "analyze", out, "--data", data, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(dir, "analysis")], { encoding: "utf8" });
+    spawnSync(process.execPath, [bin, "analyze", out, "--data", data, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(dir, "analysis"), "--force"], { encoding: "utf8" });
   const ok = cli(`csv:${join(dir, "re-sorted.csv")}`);
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stdout, /data: test split of csv:.*re-sorted\.csv \(not the checkpoint's training data.*\); evaluating the first \d+ held out \(sha256:[0-9a-f]{16}\); \d+ whose input equals a training input are left out/);

@@ -42,8 +42,10 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
       batch: 32,
       seed: 0,
       attacks: ["fgsm", "pgd"],
+      restarts: 1,
       backend: "wasm",
       out: undefined,
+      force: false,
     },
   );
   assert.deepEqual(parseAttackFlags({ norm: "l2", eps: "0, 1.5,28" }).eps, [0, 1.5, 28]);
@@ -65,7 +67,7 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     [{ stepSize: "0" }, /^attack: --step-size: must be a finite number > 0, got "0"$/],
     [{ batch: "-1" }, /^attack: --batch: must be an integer from 1 to 4096/],
     [{ seed: "5000000000" }, /^attack: --seed: must be an integer from 0 to 4294967295/],
-    [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm or both/],
+    [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm, apgd or both/],
     [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
     [{ data: "imagenet" }, /^attack: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE, got "imagenet"/],
   ];
@@ -206,6 +208,18 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.equal(doc.stepSize, null);
   assert.equal(doc.seed, 2);
   assert.equal(doc.results.length, 2);
+  // A second attack never overwrites the first result silently: refused without --force (exit
+  // 2, one line, the file intact); --force replaces it.
+  const before = readFileSync(join(ck, "attack.json"), "utf8");
+  const again = await attnlip(["attack", ck, "--n", "8", "--eps", "0.1", "--attack", "fgsm"]);
+  assert.equal(again.code, 2, again.stderr);
+  assert.equal(again.stderr.trim().split("\n").length, 1);
+  assert.match(again.stderr, /^attnlip: attack: .*attack\.json exists \(an earlier result\); give --force to replace it, or --out FILE to write elsewhere$/m);
+  assert.equal(readFileSync(join(ck, "attack.json"), "utf8"), before, "the first result is intact");
+  const forced = await attnlip(["attack", ck, "--n", "8", "--eps", "0.1", "--attack", "fgsm", "--force"]);
+  assert.equal(forced.code, 0, forced.stderr);
+  assert.equal(JSON.parse(readFileSync(join(ck, "attack.json"), "utf8")).n, 8);
+  writeFileSync(join(ck, "attack.json"), before);
   assert.deepEqual(doc.results[0], {
     eps: 0,
     robust: { fgsm: doc.cleanAccuracy, pgd: doc.cleanAccuracy },

@@ -138,7 +138,7 @@ test("the toy attack in embedding space: padding rows untouched, no clipping, th
 });
 
 test("the command offers the registered attack: --attack choices, lists and the message", () => {
-  assert.deepEqual(attackChoices(), ["pgd", "fgsm", "random-sign", "both"]);
+  assert.deepEqual(attackChoices(), ["pgd", "fgsm", "apgd", "random-sign", "both"]);
   assert.deepEqual(parseAttackFlags({ attack: "random-sign" }).attacks, ["random-sign"]);
   assert.deepEqual(parseAttackFlags({ attack: "random-sign, pgd" }).attacks, ["random-sign", "pgd"]);
   assert.deepEqual(parseAttackFlags({ attack: "both" }).attacks, ["fgsm", "pgd"]);
@@ -147,7 +147,7 @@ test("the command offers the registered attack: --attack choices, lists and the 
     () => parseAttackFlags({ attack: "cw" }),
     (e: unknown) =>
       e instanceof InputError &&
-      /^attack: --attack: expected pgd, fgsm, random-sign or both \(or several names separated by commas\), got "cw"$/.test(e.message),
+      /^attack: --attack: expected pgd, fgsm, apgd, random-sign or both \(or several names separated by commas\), got "cw"$/.test(e.message),
   );
 });
 
