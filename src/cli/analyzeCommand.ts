@@ -61,8 +61,12 @@ export function parseAnalyzeNumbers(flags: Pick<AnalyzeFlags, "seed" | "n" | "it
  * @example variantsFlag("t3-exact,paper") // ["paper", "t3-exact"]
  */
 export function variantsFlag(value: string): HeadVariant[] {
+  const items = value.split(",").map((v) => v.trim());
+  // An empty item (a stray comma) is refused, as --eps and --attack refuse one.
+  if (items.some((v) => v === ""))
+    throw new InputError(`analyze: --variants: must be variant names separated by commas, got ${JSON.stringify(value)}`);
   try {
-    return checkVariants(value.split(",").map((v) => v.trim()).filter((v) => v !== ""), "analyze");
+    return checkVariants(items, "analyze");
   } catch (e) {
     throw new InputError((e as Error).message.replace(/^analyze: variants:/, "analyze: --variants:"));
   }

@@ -82,11 +82,11 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const out = outFolder(run, imported);
     if (out !== undefined)
       checkOutPath(out, "folder", run.out !== undefined ? "--out" : "--out [the checkpoint folder]", "analyze");
-    if (out !== undefined)
-      refuseToReplace([join(out, "analysis.json"), join(out, "analysis.csv")], run.force === true, "analyze", "DIR");
     const kind = modelInputs(model.config.kind, "analyze");
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "analyze");
+    if (out !== undefined)
+      refuseToReplace([join(out, "analysis.json"), join(out, "analysis.csv")], run.force === true, "analyze", "DIR");
     const request = { who: "analyze", data, trained, imported, seed: run.seed, n: run.n };
     const inputs = await kind
       .load(model, request, {

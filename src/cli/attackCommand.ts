@@ -174,6 +174,27 @@ export interface AttackFlags {
 }
 
 /**
+ * One warning per setting flag given that none of the chosen attacks reads (it would be silently
+ * ignored): e.g. --step-size with APGD alone, whose step size adapts.
+ *
+ * @example unreadSettingWarnings({ stepSize: "0.1" }, ["apgd"])
+ *   // ["attack: warning: --step-size is not read by apgd (it is read by pgd)"]
+ */
+export function unreadSettingWarnings(raw: RawAttackOptions, attacks: readonly string[]): string[] {
+  const settings = [
+    ["steps", "--steps"],
+    ["stepSize", "--step-size"],
+    ["restarts", "--restarts"],
+  ] as const;
+  const out: string[] = [];
+  for (const [key, flag] of settings) {
+    if (raw[key] === undefined || attacks.some((a) => attackSpec(a).options[key] !== undefined)) continue;
+    out.push(`attack: warning: ${flag} is not read by ${attacks.join(", ")} (it is read by ${usersOf(key)})`);
+  }
+  return out;
+}
+
+/**
  * Validates the attack command's flags and fills the defaults (ATTACK_DEFAULTS: mnist, linf,
  * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm). Radii
  * are checked here only for what holds in every input space (finite, >= 0); their upper limit
@@ -274,6 +295,7 @@ export function attackCommand(): Command {
     .option("--force", "replace an existing attack.json (without it, an earlier result is never overwritten)")
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);
+      for (const warning of unreadSettingWarnings(raw, flags.attacks)) console.error(warning);
       // Now: a bad ATTNLIP_WORKERS stops the run before anything loads.
       resolveWorkers(flags.workers, "attack");
       if (checkpoint === undefined && !flags.randomInit)

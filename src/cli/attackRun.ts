@@ -1,3 +1,4 @@
+import type { AttackSettingName } from "../robustness/registry.ts";
 import { join } from "node:path";
 import { useBackend } from "../backend.ts";
 import { InputError } from "../util/errors.ts";
@@ -94,8 +95,8 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
         partial.out !== undefined ? "--out" : "--out [CHECKPOINT/attack.json]",
         "attack",
       );
-    if (out !== undefined) refuseToReplace([out], partial.force === true, "attack", "FILE");
     checkDataTask(kind, run.data, "attack");
+    if (out !== undefined) refuseToReplace([out], partial.force === true, "attack", "FILE");
     const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
@@ -228,17 +229,16 @@ function announce(
     "attack",
     (done, total) => `  attacked ${done}/${total} (each: one batch of up to ${run.batch} inputs at one eps with one attack)`,
   );
-  // Steps and step size only for the attacks that take them (registry: each attack's options).
-  const iterative = run.attacks.filter((a) => attackSpec(a, "attack").options.steps !== undefined);
-  const steps =
-    iterative.length === 0
-      ? ""
-      : `${run.steps} ${iterative.map(attackLabel).join("/")} steps, step size ${run.stepSize ?? "2.5 * eps / steps"} `;
-  const restarting = run.attacks.filter((a) => attackSpec(a, "attack").options.restarts !== undefined);
-  const restarts = restarting.length > 0 && run.restarts > 1 ? `${run.restarts} ${restarting.map(attackLabel).join("/")} runs, ` : "";
+  // Each setting only for the attacks that read it (registry: each attack's options).
+  const readers = (setting: AttackSettingName) =>
+    run.attacks.filter((a) => attackSpec(a, "attack").options[setting] !== undefined).map(attackLabel).join("/");
+  const parts = [
+    readers("steps") && `${run.steps} ${readers("steps")} steps`,
+    readers("stepSize") && `${readers("stepSize")} step size ${run.stepSize ?? "2.5 * eps / steps"}`,
+    readers("restarts") && run.restarts > 1 && `${run.restarts} ${readers("restarts")} runs`,
+  ].filter((p): p is string => typeof p === "string" && p !== "");
   console.log(
-    `attacking ${source} on ${count} ${what}: ${run.norm}, ${run.attacks.join(" + ")}, ` +
-      `${steps}${restarts}(${run.backend} backend)`,
+    `attacking ${source} on ${count} ${what}: ${[run.norm, run.attacks.join(" + "), ...parts].join(", ")} (${run.backend} backend)`,
   );
   console.log(`  data: ${describeSplit(split)}`);
   return p;

@@ -350,19 +350,25 @@ async function robustSection(runs: RunData[]): Promise<string> {
       ...withAttack.flatMap((r) => attacks.map((a) => accuracyCell(r, eps, a))),
     ]),
   ];
-  // Steps and step size are read by the iterative attacks (PGD; those registered with "steps").
-  const iterative =
+  // Each setting is labelled with the attacks that read it (the registry's options).
+  const readers = (setting: "steps" | "stepSize" | "restarts", fallback: string) =>
     attacks
-      .filter((a) => attackNames().includes(a) && attackSpec(a).options.steps !== undefined)
+      .filter((a) => attackNames().includes(a) && attackSpec(a).options[setting] !== undefined)
       .map(attackLabel)
-      .join("/") || "PGD";
+      .join("/") || fallback;
+  const iterative = readers("steps", "PGD");
+  const stepped = readers("stepSize", "PGD");
+  const restarting = withAttack.some((r) => r.attack!.restarts !== undefined);
   const settings = table(
     ["setting", ...withAttack.map((r) => r.name)],
     [
       ["norm", ...withAttack.map((r) => r.attack!.norm)],
       ["inputs", ...withAttack.map((r) => formatNumber(r.attack!.n))],
       [`${iterative} steps`, ...withAttack.map((r) => formatNumber(r.attack!.steps))],
-      [`${iterative} step size`, ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
+      [`${stepped} step size`, ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
+      ...(restarting
+        ? [[`${readers("restarts", "APGD")} runs (restarts)`, ...withAttack.map((r) => (r.attack!.restarts === undefined ? "—" : formatNumber(r.attack!.restarts)))]]
+        : []),
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
       ["test examples", ...withAttack.map((r) => splitCell(r.attack!.split))],

@@ -9,10 +9,9 @@ import {
   type ZeroGradientFn,
 } from "./loss.ts";
 import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
-import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
-import { pgdStartL2, pgdStartLinf, projectL2, projectLinf } from "./steps.ts";
+import { projectL2, projectLinf, randomStartPoint } from "./steps.ts";
 
 /** The loss, the prediction and the loss gradient of every example of a batch at one point. */
 export interface LossPoint {
@@ -128,18 +127,23 @@ export interface ApgdOptions {
   onWarning?: (message: string) => void;
   /** Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more iterates. */
   onZeroGradient?: ZeroGradientFn;
+  /** Gets each checkpoint's step (after that many steps) and the step sizes then in force [b] (diagnostics, tests). */
+  onCheckpoint?: (step: number, eta: Float64Array) => void;
 }
 
 /**
- * The APGD loop (Croce and Hein 2020, Algorithm 1) on the inputs x with settings s: N = s.steps
- * loss and gradient evaluations; step size eta = 2 eps per example at the start; the first
- * step plain, later ones with momentum alpha = 0.75:
- * z = P(x_k + eta sign(g)) (l_2: eta g / ||g||_2), x_{k+1} = P(x_k + alpha (z - x_k) +
- * (1 - alpha)(x_k - x_{k-1})), P the projection onto the ball and the valid range. At each
- * checkpoint (see {@link apgdCheckpoints}) an example's eta is halved, and it restarts from its
- * best point (highest loss so far) without momentum, when fewer than rho = 75% of the steps
- * since the last checkpoint raised its loss, or when neither its eta nor its best loss changed
- * since then. Start: x, or a random point of the ball when s.randomStart (seeded by s.seed).
+ * The APGD loop (Croce and Hein 2020, Algorithm 1, as AutoAttack implements it) on the inputs x
+ * with settings s: N = s.steps steps and N + 1 loss and gradient evaluations (the start and
+ * every iterate). Step size eta = 2 eps per example at the start; the first step plain, later
+ * ones with momentum alpha = 0.75: z = P(x_k + eta sign(g_k)) (l_2: eta g / ||g||_2),
+ * x_{k+1} = P(x_k + alpha (z - x_k) + (1 - alpha)(x_k - x_{k-1})), P the projection onto the
+ * ball and the valid range. At each checkpoint w_j (see {@link apgdCheckpoints}) an example's
+ * eta is halved, and it goes back to its best point x_max (highest loss so far, with its
+ * gradient; the momentum term then is x_max - x_{k-1}), when
+ * (1) fewer than rho = 75% of the steps since w_{j-1} raised its loss, or
+ * (2) its eta was not halved at w_{j-1} and its best loss has not risen since then
+ * (at the first checkpoint: since the start).
+ * Start: x, or a random point of the ball when s.randomStart (seeded by s.seed).
  *
  * @param at x -> loss, prediction and gradient per example ({@link lossPoints}).
  * @param x clean inputs [b, ...] (not disposed).
@@ -151,90 +155,81 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
   const b = x.shape[0] as number;
   const { eps, norm, clip } = s;
   const zero = new Uint8Array(b);
-  let current: tf.Tensor;
-  if (s.randomStart) {
-    const offset = (norm === "linf" ? randomOffsetLinf : randomOffsetL2)(x.shape, eps, s.seed);
-    const mask = options.maskStart;
-    const masked = mask === undefined || mask === null ? offset : tf.tidy(() => mask(offset));
-    current = (norm === "linf" ? pgdStartLinf : pgdStartL2)(x, masked, eps, clip);
-    tf.dispose(masked === offset ? [offset] : [offset, masked]);
-  } else current = tf.clone(x);
-  const eta = new Float64Array(b).fill(2 * eps);
   const checkpoints = new Set(apgdCheckpoints(s.steps));
+  const eta = new Float64Array(b).fill(2 * eps);
+  const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
+  let current = s.randomStart ? randomStartPoint(x, norm, eps, s.seed, clip, options.maskStart) : tf.clone(x);
+  const first = at(current);
+  let g = first.grad;
+  zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
   let previous = tf.clone(current);
   let best = tf.clone(current);
-  let bestGrad: tf.Tensor | null = null;
+  let bestGrad = tf.clone(g);
+  const bestLoss = Float64Array.from(first.loss);
+  const found = Uint8Array.from(first.correct, (c) => (c ? 0 : 1));
   let adversarial = tf.clone(current);
-  const found = new Uint8Array(b);
-  const bestLoss = new Float64Array(b).fill(-Infinity);
-  let lastLoss = new Float64Array(b);
+  let lastLoss = Float64Array.from(first.loss);
   const raised = new Uint32Array(b);
-  let lastCheckpoint = 0;
-  let etaAtCheckpoint = Float64Array.from(eta);
+  const reducedLast = new Uint8Array(b);
   let bestAtCheckpoint = Float64Array.from(bestLoss);
+  let lastCheckpoint = 0;
   try {
     for (let k = 0; k < s.steps; k++) {
+      const z = tf.tidy(() => project(ascent(current, g, eta, norm), x, eps, norm, clip));
+      const next =
+        k === 0
+          ? z
+          : tf.tidy(() => {
+              const moved = tf.add(current, tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))));
+              return project(moved, x, eps, norm, clip);
+            });
+      if (next !== z) z.dispose();
+      previous.dispose();
+      previous = current;
+      current = next;
+      g.dispose();
       const point = at(current);
-      let g = point.grad;
-      try {
-        zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
-        const improved = new Uint8Array(b);
-        for (let i = 0; i < b; i++) {
-          if (k > 0 && point.loss[i] > lastLoss[i]) raised[i]++;
-          if (point.loss[i] > bestLoss[i] || k === 0) {
-            bestLoss[i] = point.loss[i];
-            improved[i] = 1;
-          }
-          if (!point.correct[i]) found[i] = 1;
+      g = point.grad;
+      zeroGradientRows(g).forEach((v, i) => (zero[i] |= v));
+      const improved = new Uint8Array(b);
+      for (let i = 0; i < b; i++) {
+        if (point.loss[i] > lastLoss[i]) raised[i]++;
+        if (point.loss[i] > bestLoss[i]) {
+          bestLoss[i] = point.loss[i];
+          improved[i] = 1;
         }
-        lastLoss = Float64Array.from(point.loss);
-        const wrong = Uint8Array.from(point.correct, (c) => (c ? 0 : 1));
-        const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
-        adversarial = swap(adversarial, pick(wrong, current, adversarial));
-        best = swap(best, pick(improved, current, best));
-        bestGrad = bestGrad === null ? tf.clone(g) : swap(bestGrad, pick(improved, g, bestGrad));
-        if (k === s.steps - 1) break;
-        if (checkpoints.has(k)) {
-          const restart = new Uint8Array(b);
-          for (let i = 0; i < b; i++) {
-            const fewRaises = raised[i] < RHO * (k - lastCheckpoint);
-            const stalled = etaAtCheckpoint[i] === eta[i] && bestAtCheckpoint[i] === bestLoss[i];
-            if (fewRaises || stalled) {
-              eta[i] /= 2;
-              restart[i] = 1;
-            }
-          }
-          raised.fill(0);
-          lastCheckpoint = k;
-          etaAtCheckpoint = Float64Array.from(eta);
-          bestAtCheckpoint = Float64Array.from(bestLoss);
-          if (restart.some((r) => r)) {
-            current = swap(current, pick(restart, best, current));
-            previous = swap(previous, pick(restart, best, previous));
-            g = swap(g, pick(restart, bestGrad, g));
-          }
-        }
-        const z = tf.tidy(() => project(ascent(current, g, eta, norm), x, eps, norm, clip));
-        const next =
-          k === 0
-            ? z
-            : tf.tidy(() => {
-                const moved = tf.add(current, tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))));
-                return project(moved, x, eps, norm, clip);
-              });
-        if (next !== z) z.dispose();
-        previous.dispose();
-        previous = current;
-        current = next;
-      } finally {
-        g.dispose();
+        if (!point.correct[i]) found[i] = 1;
+      }
+      lastLoss = Float64Array.from(point.loss);
+      const wrong = Uint8Array.from(point.correct, (c) => (c ? 0 : 1));
+      adversarial = swap(adversarial, pick(wrong, current, adversarial));
+      best = swap(best, pick(improved, current, best));
+      bestGrad = swap(bestGrad, pick(improved, g, bestGrad));
+      const done = k + 1;
+      if (!checkpoints.has(done)) continue;
+      const restart = new Uint8Array(b);
+      for (let i = 0; i < b; i++) {
+        const fewRaises = raised[i] < RHO * (done - lastCheckpoint);
+        const stalled = !reducedLast[i] && bestAtCheckpoint[i] >= bestLoss[i];
+        restart[i] = fewRaises || stalled ? 1 : 0;
+        if (restart[i]) eta[i] /= 2;
+      }
+      reducedLast.set(restart);
+      raised.fill(0);
+      lastCheckpoint = done;
+      bestAtCheckpoint = Float64Array.from(bestLoss);
+      options.onCheckpoint?.(done, Float64Array.from(eta));
+      if (restart.some((r) => r)) {
+        // Back to the best point with its gradient; the momentum term becomes x_max - x_{k-1}.
+        previous = swap(previous, pick(restart, current, previous));
+        current = swap(current, pick(restart, best, current));
+        g = swap(g, pick(restart, bestGrad, g));
       }
     }
-    reportZeroGradient(zero, "apgd", norm, `at one or more of its ${s.steps} iterates`, options);
+    reportZeroGradient(zero, "apgd", norm, `at one or more of its ${s.steps + 1} iterates`, options);
     return pick(found, adversarial, best);
   } finally {
-    tf.dispose([current, previous, best, adversarial]);
-    if (bestGrad !== null) bestGrad.dispose();
+    tf.dispose([current, previous, best, bestGrad, adversarial, g]);
   }
 }
 
@@ -274,7 +269,7 @@ export function apgdIn(context: AttackContext): tf.Tensor {
       tf.dispose([next, result]);
       result = merged;
     }
-    const where = settings.restarts > 1 ? `at one or more iterates of its ${settings.restarts} runs` : `at one or more of its ${settings.steps} iterates`;
+    const where = settings.restarts > 1 ? `at one or more iterates of its ${settings.restarts} runs` : `at one or more of its ${settings.steps + 1} iterates`;
     reportZeroGradient(zero, context.who, settings.norm, where, context);
   } catch (e) {
     result.dispose();
@@ -293,8 +288,8 @@ export function apgdIn(context: AttackContext): tf.Tensor {
  * stops rising (then the example restarts from its best point); momentum 0.75 after the first
  * step. Returns per example a misclassified iterate when one was found, else the iterate of
  * highest loss (so, unlike PGD's last iterate, a success at any step counts).
- * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (loss and gradient
- * evaluations per run; the paper uses 100), randomStart [true], restarts [1] (runs from new
+ * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (steps per run, as for
+ * PGD, with one more loss and gradient evaluation; the paper uses 100), randomStart [true], restarts [1] (runs from new
  * random starts; an input counts as broken when any run breaks it), seed [0] (evaluation
  * derives one stream per batch and radius from it). stepSize is not read.
  * Input range: images in the clip range ([0, 1]); token embeddings unbounded, padding rows
@@ -307,7 +302,7 @@ export const APGD_ATTACK: AttackSpec = {
   label: "APGD",
   summary: "Auto-PGD (Croce and Hein 2020): adaptive step size with momentum, the best iterate",
   options: {
-    steps: { default: ATTACK_DEFAULTS.steps, help: "loss and gradient evaluations" },
+    steps: { default: ATTACK_DEFAULTS.steps, help: "steps per run (one more gradient evaluation)" },
     randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
     restarts: { default: ATTACK_DEFAULTS.restarts, help: "runs from new random starts" },
     seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },

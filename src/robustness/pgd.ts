@@ -22,8 +22,7 @@ import {
   type AttackSettings,
   type ResolvedAttackSettings,
 } from "./options.ts";
-import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
-import { pgdStartL2, pgdStartLinf, pgdStepL2, pgdStepLinf } from "./steps.ts";
+import { pgdStartL2, pgdStartLinf, pgdStepL2, pgdStepLinf, randomStartPoint } from "./steps.ts";
 
 export { ATTACK_NORMS, defaultStepSize, type AttackNorm };
 
@@ -96,13 +95,8 @@ export function pgdWithGradient(
   const startFn = o.norm === "linf" ? pgdStartLinf : pgdStartL2;
   let current: tf.Tensor;
   if (options.start !== undefined) current = startFn(x, options.start, o.eps, o.clip);
-  else if (o.randomStart) {
-    const offset = (o.norm === "linf" ? randomOffsetLinf : randomOffsetL2)(x.shape, o.eps, o.seed);
-    const mask = options.maskStart;
-    const masked = mask === undefined ? offset : tf.tidy(() => mask(offset));
-    current = startFn(x, masked, o.eps, o.clip);
-    tf.dispose(masked === offset ? [offset] : [offset, masked]);
-  } else current = tf.clone(x);
+  else if (o.randomStart) current = randomStartPoint(x, o.norm, o.eps, o.seed, o.clip, options.maskStart);
+  else current = tf.clone(x);
   for (let k = 0; k < o.steps; k++) {
     const g = gradient(current);
     try {

@@ -1,5 +1,6 @@
 import { tf } from "../backend.ts";
 import type { ClipRange } from "./loss.ts";
+import { randomOffsetL2, randomOffsetLinf } from "./random.ts";
 
 /**
  * The building blocks of FGSM and PGD, exposed so each can be tested on its own: the start
@@ -138,4 +139,29 @@ export function pgdStepL2(
   zeros.dispose();
   if (count > 0) onZeroGradient!(count);
   return next;
+}
+
+/**
+ * A random start of an iterative attack: x plus a seeded random offset (l_inf: uniform in the
+ * box, l_2: uniform in the ball; random.ts), zeroed by `mask` where the inputs must not move,
+ * projected onto the ball and clipped to the valid range (what PGD and APGD start from).
+ *
+ * @param x clean inputs [b, ...] (not disposed).
+ * @param mask zeroes the offset's entries that must not move (an input space's mask), or absent.
+ * @returns a new tensor, x's shape.
+ * @example randomStartPoint(images, "linf", 0.1, 0, [0, 1])
+ */
+export function randomStartPoint(
+  x: tf.Tensor,
+  norm: "linf" | "l2",
+  eps: number,
+  seed: number,
+  clip: ClipRange,
+  mask?: ((offset: tf.Tensor) => tf.Tensor) | null,
+): tf.Tensor {
+  const offset = (norm === "linf" ? randomOffsetLinf : randomOffsetL2)(x.shape, eps, seed);
+  const masked = mask === undefined || mask === null ? offset : tf.tidy(() => mask(offset));
+  const start = (norm === "linf" ? pgdStartLinf : pgdStartL2)(x, masked, eps, clip);
+  tf.dispose(masked === offset ? [offset] : [offset, masked]);
+  return start;
 }

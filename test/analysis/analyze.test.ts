@@ -210,7 +210,8 @@ test("attnlip analyze rejects bad input with exit 2 and one line", () => {
     [["analyze", "--random-init", "--backend", "gpu"], /gpu/],
     [["analyze", "--random-init", "--variants", "paper,bogus"], /^attnlip: analyze: --variants: unknown variant "bogus" \(known: paper, t3-one, .*castin\)$/],
     [["analyze", "--random-init", "--variants", "dist,dist"], /^attnlip: analyze: --variants: "dist" is listed twice$/],
-    [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: expected at least one of paper/],
+    [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: must be variant names separated by commas, got ","$/],
+    [["analyze", "--random-init", "--variants", "paper,"], /^attnlip: analyze: --variants: must be variant names separated by commas, got "paper,"$/],
   ];
   for (const [args, message] of cases) {
     const r = runAttnlip(args);

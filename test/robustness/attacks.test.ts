@@ -279,12 +279,47 @@ test("APGD: checkpoints as in the paper; eps 0 returns x; inside the ball and [0
   assert.equal(tf.memory().numTensors, before, "no tensor left behind");
 });
 
+test("APGD's step-size rule at the checkpoints (Croce and Hein 2020, conditions 1 and 2), on scripted losses", () => {
+  // One input, gradient always +1, losses given per evaluation (0 = the start): only eta matters.
+  const run = (lossAt: (evaluation: number) => number) => {
+    let calls = 0;
+    const at = (x: tf.Tensor) => {
+      const loss = Float32Array.of(lossAt(calls++));
+      return { loss, correct: Uint8Array.of(1), grad: tf.onesLike(x) };
+    };
+    const seen = new Map<number, number>();
+    const x0 = tf.zeros([1, 1]);
+    const settings = resolveAttackOptions({ eps: 1e5, steps: 100, randomStart: false, clip: [-1e9, 1e9] }, "test");
+    const out = apgdWithLoss(at, x0, settings, { onCheckpoint: (step, eta) => seen.set(step, eta[0]) });
+    tf.dispose([out, x0]);
+    assert.equal(calls, 101, "steps + 1 evaluations");
+    return seen;
+  };
+  const eta0 = 2e5;
+  // Condition 1: the loss falls for 22 steps (no step raised it): halved at 22. It then rises at
+  // every step while staying below the best: not halved at 41 (condition 1 fails: every step
+  // raised it; condition 2 fails: eta was halved at the last checkpoint).
+  const a = run((e) => (e <= 22 ? 100 - e : 50 + e / 10));
+  assert.equal(a.get(22), eta0 / 2);
+  assert.equal(a.get(41), eta0 / 2);
+  // Condition 2 at the first checkpoint: the loss rises at every step but never reaches the
+  // start's: the best has not risen since the start, so eta is halved at 22.
+  const b = run((e) => (e === 0 ? 1000 : e));
+  assert.equal(b.get(22), eta0 / 2);
+  // Rising above the start at every step: never halved.
+  const c = run((e) => e);
+  for (const [step, value] of c) assert.equal(value, eta0, `step ${step}`);
+});
+
 test("APGD's robust accuracy is never above PGD's on the same inputs and budget (beyond 2 of 64), and eps 0 is clean", () => {
   for (const [norm, eps] of [
     ["linf", [0, 0.005, 0.01, 0.02]],
     ["l2", [0, 0.1, 0.25, 0.5]],
   ] as const) {
     const ev = evaluateRobustness(model, x, labels, { norm, eps, steps: 10, seed: 0, attack: ["pgd", "apgd"], batchSize: 32 });
+    const few = evaluateRobustness(model, x, labels, { norm, eps, steps: 1, seed: 0, attack: ["pgd", "apgd"], batchSize: 32 });
+    // With a single step APGD moves once, as PGD does.
+    few.results.forEach((r) => assert.ok(r.attacks.apgd!.robustAccuracy <= r.attacks.pgd!.robustAccuracy + 2 / N, `${norm} 1 step eps ${r.eps}`));
     assert.equal(ev.results[0].attacks.apgd!.robustAccuracy, ev.cleanAccuracy, `${norm}: eps 0`);
     for (const r of ev.results) {
       const a = r.attacks.apgd!.robustAccuracy;

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseAttackFlags } from "../../src/cli/attackCommand.ts";
+import { unreadSettingWarnings, parseAttackFlags } from "../../src/cli/attackCommand.ts";
 import { InputError } from "../../src/util/errors.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
@@ -25,6 +25,13 @@ function attnlip(args: string[]): Promise<{ code: number | null; stdout: string;
 
 // The tiny ViT of these tests: the `vit-micro` preset (patch 7, 17 tokens, d 16, 2 heads, 1 block).
 const TINY_PRESET = "vit-micro";
+
+test("a setting flag that none of the chosen attacks reads gets a warning, and the header names each setting's attacks", () => {
+  assert.deepEqual(unreadSettingWarnings({ stepSize: "0.1" }, ["apgd"]), ["attack: warning: --step-size is not read by apgd (it is read by pgd)"]);
+  assert.deepEqual(unreadSettingWarnings({ restarts: "3" }, ["pgd", "fgsm"]), ["attack: warning: --restarts is not read by pgd, fgsm (it is read by apgd)"]);
+  assert.deepEqual(unreadSettingWarnings({ steps: "5", stepSize: "0.1" }, ["pgd", "apgd"]), []);
+  assert.deepEqual(unreadSettingWarnings({ steps: "5" }, ["fgsm"]), ["attack: warning: --steps is not read by fgsm (it is read by pgd, apgd)"]);
+});
 
 test("parseAttackFlags fills defaults and names the bad flag in one line", () => {
   const d = parseAttackFlags({});
