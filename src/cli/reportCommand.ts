@@ -5,6 +5,7 @@ interface ReportFlags {
   out?: string;
   names?: string;
   title?: string;
+  allowMixed?: boolean;
 }
 
 /**
@@ -22,6 +23,7 @@ export function reportCommand(): Command {
     .option("--out <file>", "the HTML file to write (required)")
     .option("--names <a,b>", "names shown for the runs (default: the folder names)")
     .option("--title <text>", "title of the report")
+    .option("--allow-mixed", "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (default: refused)")
     .action(async (runA: string | undefined, runB: string | undefined, flags: ReportFlags) => {
       // Checked here, not by the parser, so that a bare `report` says what to pass first.
       if (runA === undefined)
@@ -48,7 +50,7 @@ export function reportCommand(): Command {
       const { buildReport, writeReport } = await import("../report/report.ts");
       const html = await buildReport(
         dirs.map((dir, i) => ({ dir, name: names?.[i] })),
-        { title: flags.title },
+        { title: flags.title, allowMixed: flags.allowMixed === true },
       );
       await writeReport(out, html);
       console.log(`wrote ${flags.out} (${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`);

@@ -53,6 +53,11 @@ export interface ReportOptions {
   title?: string;
   /** Largest attention map side drawn cell by cell; longer maps are average-pooled (default 64). */
   maxMapSize?: number;
+  /**
+   * Put two runs' attacks on one chart even when their settings differ (norm, radii, attacks,
+   * inputs, steps); the report then lists the differences. Default false: refused.
+   */
+  allowMixed?: boolean;
 }
 
 /** What the bound variants are, for the legend table (variants not listed are shown without a note). */
@@ -386,10 +391,16 @@ async function robustSection(runs: RunData[]): Promise<string> {
     ],
     "Attack settings",
   );
+  const differences = attackDifferences(runs);
+  const mixedNote =
+    differences.length === 0
+      ? ""
+      : warning(`these runs were attacked differently (drawn together with --allow-mixed): ${differences.join("; ")}. Compare their curves with care.`);
   return section(
     "robustness",
     "Robust accuracy against epsilon",
     note +
+      mixedNote +
       chart +
       maskNote +
       table(
@@ -558,6 +569,30 @@ function configSection(runs: RunData[]): string {
 }
 
 /**
+ * How two runs' attack.json settings differ, in words ("norm: linf vs l2", "eps: 0, 0.01 vs
+ * 0, 0.05, ..."): the norm, the radii, the attacks, the number of inputs, the steps and the
+ * restarts. Empty when there are fewer than two attacked runs or when they agree.
+ *
+ * @example attackDifferences(runs) // ["inputs: 80 vs 64"]
+ */
+export function attackDifferences(runs: readonly RunData[]): string[] {
+  const attacked = runs.filter((r) => r.attack !== null);
+  if (attacked.length < 2) return [];
+  const [a, b] = attacked.map((r) => r.attack!);
+  const list = (xs: readonly unknown[]) => xs.map(String).join(", ");
+  const attacksOf = (f: typeof a) => list([...new Set(f.results.flatMap((x) => Object.keys(x.robust)))].sort());
+  const fields: [string, string, string][] = [
+    ["norm", a.norm, b.norm],
+    ["eps", list(a.results.map((x) => x.eps)), list(b.results.map((x) => x.eps))],
+    ["attacks", attacksOf(a), attacksOf(b)],
+    ["inputs", String(a.n ?? "?"), String(b.n ?? "?")],
+    ["steps", String(a.steps ?? "?"), String(b.steps ?? "?")],
+    ["restarts", String(a.restarts ?? 1), String(b.restarts ?? 1)],
+  ];
+  return fields.filter(([, x, y]) => x !== y).map(([name, x, y]) => `${name}: ${x} vs ${y}`);
+}
+
+/**
  * Builds the HTML report comparing one or two runs: a self-contained page (inline CSS and
  * inline SVG charts rendered from Vega-Lite in Node, no scripts, no external references).
  * Sections for which a run has no data say "not available".
@@ -572,6 +607,11 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
   const names = displayNames(runs);
   const data: RunData[] = [];
   for (let i = 0; i < runs.length; i++) data.push(await loadRun(runs[i].dir, names[i]));
+  const mixed = attackDifferences(data);
+  if (mixed.length > 0 && options.allowMixed !== true)
+    throw new InputError(
+      `report: the two runs were attacked differently (${mixed.join("; ")}), so one chart would mix them; attack them alike, or give --allow-mixed to draw them anyway with the differences listed`,
+    );
   const title = options.title ?? `attnlip report: ${names.join(" vs ")}`;
   const maxMapSize = options.maxMapSize ?? 64;
 

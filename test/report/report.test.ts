@@ -137,6 +137,25 @@ test("two runs where one lacks attack.json and metrics.jsonl: that run is named 
   rmSync(dir, { recursive: true });
 });
 
+test("two runs attacked differently are refused on one chart unless allowMixed, which lists the differences", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-mixed-"));
+  cpSync(FIXTURES.jasmin, join(dir, "jasmin"), { recursive: true });
+  const path = join(dir, "jasmin", "attack.json");
+  const attack = JSON.parse(readFileSync(path, "utf8"));
+  attack.n = attack.n + 16;
+  attack.results = attack.results.slice(0, -1);
+  writeFileSync(path, JSON.stringify(attack));
+  const runs = [{ dir: FIXTURES.baseline }, { dir: join(dir, "jasmin") }];
+  await assert.rejects(buildReport(runs), (e: Error) => {
+    assert.ok(e instanceof InputError);
+    assert.match(e.message, /^report: the two runs were attacked differently \(eps: .* vs .*; inputs: \d+ vs \d+\), so one chart would mix them; attack them alike, or give --allow-mixed/);
+    return true;
+  });
+  const html = await buildReport(runs, { allowMixed: true });
+  assert.match(html, /these runs were attacked differently \(drawn together with --allow-mixed\): eps: .*; inputs: \d+ vs \d+/);
+  rmSync(dir, { recursive: true });
+});
+
 test("analysis.json in an analysis/ subfolder is found; names default to the run folder", async () => {
   const dir = mkdtempSync(join(tmpdir(), "attnlip-report-"));
   mkdirSync(join(dir, "runA", "analysis"), { recursive: true });
