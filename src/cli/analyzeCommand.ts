@@ -138,6 +138,7 @@ export function analyzeCommand(): Command {
       if (checkpoint !== undefined && flags.randomInit)
         throw new InputError("analyze: give either a checkpoint folder or --random-init, not both");
       // Heavy modules load only when the command runs, so `attnlip sigma` stays fast.
+      const variants = flags.variants === undefined ? undefined : variantsFlag(flags.variants); // before anything heavy loads
       const { runAnalyze } = await import("./analyzeRun.ts");
       await runAnalyze({
         checkpoint,
@@ -152,7 +153,7 @@ export function analyzeCommand(): Command {
         backend: flags.backend as "wasm" | "cpu",
         mlp: flags.mlp as "local" | "relaxed",
         force: flags.force === true,
-        ...(flags.variants === undefined ? {} : { variants: variantsFlag(flags.variants) }),
+        ...(variants === undefined ? {} : { variants }),
         headTruth: flags.headTruth,
         blockTruth: flags.blockTruth,
         iterations: opts.iterations,

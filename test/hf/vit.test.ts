@@ -180,24 +180,21 @@ test("Hugging Face folders attnlip cannot import are refused with one line namin
 });
 
 test("attnlip analyze and attack take a Hugging Face folder: the output names it and says the model was imported", async () => {
-  const out = mkdtempSync(join(tmpdir(), "attnlip-hf-run-"));
-  const r = runAttnlip(["analyze", DIR, "--n", "2", "--no-head-truth", "--out", out]);
-  assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /analyzing .*vit-tiny-random \(Hugging Face ViTForImageClassification\) on 2 test inputs/);
-  assert.match(r.stdout, /imported model, not trained by attnlip/);
-  const analysis = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8")) as { split: { origin: string }; model: { activation: string } };
-  assert.equal(analysis.split.origin, "imported");
-  assert.equal(analysis.model.activation, "gelu-erf");
-  const a = runAttnlip(["attack", DIR, "--n", "4", "--eps", "0.05", "--attack", "fgsm", "--out", join(out, "attack.json")]);
-  assert.equal(a.code, 0, a.stderr);
-  assert.equal((JSON.parse(readFileSync(join(out, "attack.json"), "utf8")) as { split: { origin: string } }).split.origin, "imported");
   // Without --out nothing is written into the Hugging Face folder (someone else's, often a cache).
   const copyDir = mkdtempSync(join(tmpdir(), "attnlip-hf-copy-"));
   cpSync(DIR, copyDir, { recursive: true });
-  const noOut = runAttnlip(["analyze", copyDir, "--n", "2", "--no-head-truth", "--no-block-truth"]);
-  assert.equal(noOut.code, 0, noOut.stderr);
-  assert.match(noOut.stdout, /give --out DIR to write analysis.json/);
+  const r = runAttnlip(["analyze", copyDir, "--n", "2", "--no-head-truth", "--no-block-truth"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /analyzing .* \(Hugging Face ViTForImageClassification\) on 2 test inputs/);
+  assert.match(r.stdout, /imported model, not trained by attnlip/);
+  assert.match(r.stdout, /give --out DIR to write analysis.json/);
   assert.deepEqual(readdirSync(copyDir).sort(), ["config.json", "model.safetensors", "reference.json"]);
+  const out = mkdtempSync(join(tmpdir(), "attnlip-hf-run-"));
+  const a = runAttnlip(["attack", DIR, "--n", "4", "--eps", "0.05", "--attack", "fgsm", "--out", join(out, "attack.json")]);
+  assert.equal(a.code, 0, a.stderr);
+  const attack = JSON.parse(readFileSync(join(out, "attack.json"), "utf8")) as { split: { origin: string }; model: { activation: string } };
+  assert.equal(attack.split.origin, "imported");
+  assert.equal(attack.model.activation, "gelu-erf");
   // A model with fewer classes than the data is refused before any work.
   const twoLabels = mkdtempSync(join(tmpdir(), "attnlip-hf-2labels-"));
   cpSync(DIR, twoLabels, { recursive: true });
@@ -209,11 +206,9 @@ test("attnlip analyze and attack take a Hugging Face folder: the output names it
   tensors.set("classifier.weight", { ...head, data: head.data.slice(0, 2 * 32), shape: [2, 32] });
   tensors.set("classifier.bias", { ...tensors.get("classifier.bias")!, data: new Float32Array(2), shape: [2] });
   writeFileSync(join(twoLabels, "model.safetensors"), encodeSafetensors(new Map([...tensors].map(([k, t]) => [k, { data: t.data, shape: t.shape }]))));
-  for (const command of ["analyze", "attack"]) {
-    const r2 = runAttnlip([command, twoLabels, "--n", "4"]);
-    assert.equal(r2.code, 2, r2.stderr);
-    assert.match(r2.stderr, new RegExp(`^attnlip: ${command}: --data: mnist has 10 classes, the model only 2`));
-  }
+  const r2 = runAttnlip(["attack", twoLabels, "--n", "4"]);
+  assert.equal(r2.code, 2, r2.stderr);
+  assert.match(r2.stderr, /^attnlip: attack: --data: mnist has 10 classes, the model only 2/);
   const bad = mkdtempSync(join(tmpdir(), "attnlip-hf-bad-"));
   writeFileSync(join(bad, "config.json"), JSON.stringify({ model_type: "bert", architectures: ["BertForMaskedLM"] }));
   const refused = runAttnlip(["analyze", bad, "--n", "2"]);
