@@ -4,7 +4,7 @@ import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackNames, attackSpec, type AttackSettingName } from "../robustness/registry.ts";
+import { attackNames, attackSpec, attacksReading, type AttackSettingName } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { firstFlagIssue, numberFlag, numberListFlag, resolveWorkers } from "./flags.ts";
@@ -96,7 +96,7 @@ const orList = (items: string[]) =>
 
 /** The attacks that read a shared setting, for --help ("pgd"). */
 const usersOf = (setting: AttackSettingName) =>
-  attackNames().filter((a) => attackSpec(a).options[setting] !== undefined).join(", ") || "none";
+  attacksReading(setting).join(", ") || "none";
 
 /** The limits of the numeric flags (the words of their errors come from util/numberFlag.ts). */
 const COUNT = (max: number): NumberRule => ({ integer: true, min: 1, max });
@@ -188,7 +188,7 @@ export function unreadSettingWarnings(raw: RawAttackOptions, attacks: readonly s
   ] as const;
   const out: string[] = [];
   for (const [key, flag] of settings) {
-    if (raw[key] === undefined || attacks.some((a) => attackSpec(a).options[key] !== undefined)) continue;
+    if (raw[key] === undefined || attacksReading(key, attacks).length > 0) continue;
     out.push(`attack: warning: ${flag} is not read by ${attacks.join(", ")} (it is read by ${usersOf(key)})`);
   }
   return out;

@@ -1,4 +1,3 @@
-import type { AttackSettingName } from "../robustness/registry.ts";
 import { join } from "node:path";
 import { useBackend } from "../backend.ts";
 import { InputError } from "../util/errors.ts";
@@ -20,7 +19,7 @@ import { defaultWorkers } from "../parallel/workerCount.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackLabel, attackSpec } from "../robustness/registry.ts";
+import { attackLabel, attacksReading, type AttackSettingName } from "../robustness/registry.ts";
 
 export type { AttackRecord };
 
@@ -144,7 +143,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
       steps: run.steps,
       stepSize: run.stepSize,
       // Recorded when an attack that restarts ran (APGD).
-      ...(run.attacks.some((a) => attackSpec(a, "attack").options.restarts !== undefined) ? { restarts: run.restarts } : {}),
+      ...(attacksReading("restarts", run.attacks).length > 0 ? { restarts: run.restarts } : {}),
       seed: run.seed,
       cleanAccuracy: evaluation.cleanAccuracy,
       results,
@@ -231,7 +230,7 @@ function announce(
   );
   // Each setting only for the attacks that read it (registry: each attack's options).
   const readers = (setting: AttackSettingName) =>
-    run.attacks.filter((a) => attackSpec(a, "attack").options[setting] !== undefined).map(attackLabel).join("/");
+    attacksReading(setting, run.attacks).map(attackLabel).join("/");
   const parts = [
     readers("steps") && `${run.steps} ${readers("steps")} steps`,
     readers("stepSize") && `${readers("stepSize")} step size ${run.stepSize ?? "2.5 * eps / steps"}`,

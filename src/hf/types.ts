@@ -35,28 +35,35 @@ export class HfImportError extends InputError {
   override name = "HfImportError";
 }
 
+/** What each kind of config field holds ("size": a positive integer). */
+interface FieldKinds {
+  size: number;
+  number: number;
+  string: string;
+  boolean: boolean;
+}
+
 /**
- * A config field of a given type ("size": a positive integer), or an HfImportError naming it:
- * `WHO: config.json: "KEY" is missing` or `... "KEY" must be a TYPE, got VALUE`.
+ * A config field of a given kind, or an HfImportError naming it:
+ * `WHO: config.json: "KEY" is missing` or `... "KEY" must be a KIND, got VALUE`.
  *
  * @example hfField({ hidden_size: 768 }, "hidden_size", "size", "analyze: DIR") // 768
  */
-export function hfField<T extends "size" | "number" | "string" | "boolean">(
+export function hfField<K extends keyof FieldKinds>(
   hf: Record<string, unknown>,
   key: string,
-  type: T,
+  kind: K,
   who: string,
-  fallback?: T extends "size" | "number" ? number : T extends "string" ? string : boolean,
-): T extends "size" | "number" ? number : T extends "string" ? string : boolean {
+  fallback?: FieldKinds[K],
+): FieldKinds[K] {
   const v = key in hf ? hf[key] : fallback;
   if (v === undefined) throw new HfImportError(`${who}: config.json: "${key}" is missing`);
-  const ok =
-    type === "size" ? typeof v === "number" && Number.isInteger(v) && v > 0 : typeof v === type;
+  const ok = kind === "size" ? typeof v === "number" && Number.isInteger(v) && v > 0 : typeof v === kind;
   if (!ok)
     throw new HfImportError(
-      `${who}: config.json: "${key}" must be ${type === "size" ? "a positive integer" : `a ${type}`}, got ${JSON.stringify(v)}`,
+      `${who}: config.json: "${key}" must be ${kind === "size" ? "a positive integer" : `a ${kind}`}, got ${JSON.stringify(v)}`,
     );
-  return v as T extends "size" | "number" ? number : T extends "string" ? string : boolean;
+  return v as FieldKinds[K];
 }
 
 /** The number of labels: `id2label`'s size, else `num_labels`, else 2 (the library's default). */

@@ -37,7 +37,7 @@ import {
   type Cell,
 } from "./html.ts";
 import { loadRun, type RunData } from "./load.ts";
-import { attackLabel, attackNames, attackSpec, orderAttacks } from "../robustness/registry.ts";
+import { attackLabel, attacksReading, orderAttacks } from "../robustness/registry.ts";
 import { renderVegaLite } from "./render.ts";
 import type { Summary } from "../stats.ts";
 
@@ -358,10 +358,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
   ];
   // Each setting is labelled with the attacks that read it (the registry's options).
   const readers = (setting: "steps" | "stepSize" | "restarts", fallback: string) =>
-    attacks
-      .filter((a) => attackNames().includes(a) && attackSpec(a).options[setting] !== undefined)
-      .map(attackLabel)
-      .join("/") || fallback;
+    attacksReading(setting, attacks).map(attackLabel).join("/") || fallback;
   const iterative = readers("steps", "PGD");
   const stepped = readers("stepSize", "PGD");
   const restarting = withAttack.some((r) => r.attack!.restarts !== undefined);

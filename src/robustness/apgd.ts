@@ -4,14 +4,13 @@ import {
   predictClasses,
   reportZeroGradient,
   zeroGradientRows,
-  type ClipRange,
   type LogitsFn,
   type ZeroGradientFn,
 } from "./loss.ts";
 import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
-import { projectL2, projectLinf, randomStartPoint } from "./steps.ts";
+import { projectClip, randomStartPoint, unitDirection } from "./steps.ts";
 
 /** The loss, the prediction and the loss gradient of every example of a batch at one point. */
 export interface LossPoint {
@@ -40,6 +39,7 @@ export function lossPoints(
   labels: tf.Tensor,
   mask?: ((g: tf.Tensor) => tf.Tensor) | null,
 ): LossPointFn {
+  const truth = labels.dataSync(); // read once: the labels do not change between evaluations
   return (x) => {
     let perExample: tf.Tensor | null = null;
     let predicted: tf.Tensor | null = null;
@@ -53,7 +53,6 @@ export function lossPoints(
     value.dispose();
     const loss = Float32Array.from((perExample as unknown as tf.Tensor).dataSync());
     const pred = (predicted as unknown as tf.Tensor).dataSync();
-    const truth = labels.dataSync();
     const correct = Uint8Array.from(pred, (p, i) => (p === truth[i] ? 1 : 0));
     tf.dispose([perExample as unknown as tf.Tensor, predicted as unknown as tf.Tensor]);
     if (mask === undefined || mask === null) return { loss, correct, grad };
@@ -104,19 +103,8 @@ function ascent(x: tf.Tensor, g: tf.Tensor, eta: Float64Array, norm: AttackNorm)
   return tf.tidy(() => {
     const b = x.shape[0] as number;
     const etaT = tf.reshape(tf.tensor1d(Float32Array.from(eta)), [b, ...x.shape.slice(1).map(() => 1)]);
-    if (norm === "linf") return tf.add(x, tf.mul(etaT, tf.sign(g)));
-    const flat = tf.reshape(g, [b, -1]);
-    const scale = tf.max(tf.abs(flat), 1, true); // scaled first: no underflow of tiny gradients
-    const scaled = tf.div(flat, tf.where(tf.greater(scale, 0), scale, tf.onesLike(scale)));
-    const n = tf.sqrt(tf.sum(tf.square(scaled), 1, true));
-    const unit = tf.div(scaled, tf.where(tf.greater(n, 0), n, tf.onesLike(n)));
-    return tf.add(x, tf.mul(etaT, tf.reshape(unit, x.shape)));
+    return tf.add(x, tf.mul(etaT, norm === "linf" ? tf.sign(g) : unitDirection(g).direction));
   });
-}
-
-/** Projection onto the eps-ball around x0 in the norm, then clipping to the valid range. */
-function project(x: tf.Tensor, x0: tf.Tensor, eps: number, norm: AttackNorm, clip: ClipRange): tf.Tensor {
-  return tf.tidy(() => tf.clipByValue(norm === "linf" ? projectLinf(x, x0, eps) : projectL2(x, x0, eps), clip[0], clip[1]));
 }
 
 /** Options of {@link apgdWithLoss}. */
@@ -175,13 +163,13 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
   let lastCheckpoint = 0;
   try {
     for (let k = 0; k < s.steps; k++) {
-      const z = tf.tidy(() => project(ascent(current, g, eta, norm), x, eps, norm, clip));
+      const z = tf.tidy(() => projectClip(ascent(current, g, eta, norm), x, eps, norm, clip));
       const next =
         k === 0
           ? z
           : tf.tidy(() => {
               const moved = tf.add(current, tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))));
-              return project(moved, x, eps, norm, clip);
+              return projectClip(moved, x, eps, norm, clip);
             });
       if (next !== z) z.dispose();
       previous.dispose();
@@ -256,18 +244,20 @@ export function apgdIn(context: AttackContext): tf.Tensor {
   };
   let result = apgdWithLoss(at, batch.x, settings, quiet);
   const truth = labels.dataSync();
+  const broken = (t: tf.Tensor) => Uint8Array.from(predictClasses(batch.logits, t), (p, i) => (p === truth[i] ? 0 : 1));
   try {
-    for (let r = 1; r < settings.restarts; r++) {
-      const broken = (t: tf.Tensor) => Uint8Array.from(predictClasses(batch.logits, t), (p, i) => (p === truth[i] ? 0 : 1));
-      const before = broken(result);
-      if (before.every((b) => b === 1)) break;
+    // Which inputs the result breaks so far: read once, then updated with each run's gains.
+    const done = settings.restarts > 1 ? broken(result) : null;
+    for (let r = 1; done !== null && r < settings.restarts; r++) {
+      if (done.every((b) => b === 1)) break;
       const seed = (settings.seed + Math.imul(r, 0x9e3779b9)) >>> 0;
       const next = apgdWithLoss(at, batch.x, { ...settings, randomStart: true, seed }, quiet);
       const after = broken(next);
-      const take = Uint8Array.from(before, (b, i) => (b === 0 && after[i] === 1 ? 1 : 0));
+      const take = Uint8Array.from(done, (b, i) => (b === 0 && after[i] === 1 ? 1 : 0));
       const merged = pick(take, next, result);
       tf.dispose([next, result]);
       result = merged;
+      take.forEach((t, i) => (done[i] |= t));
     }
     const where = settings.restarts > 1 ? `at one or more iterates of its ${settings.restarts} runs` : `at one or more of its ${settings.steps + 1} iterates`;
     reportZeroGradient(zero, context.who, settings.norm, where, context);

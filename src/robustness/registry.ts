@@ -129,6 +129,16 @@ export function attackSpec(name: string, who = "attackSpec"): AttackSpec {
 }
 
 /**
+ * The registered attacks among `names` (default: all, in registration order) that read a
+ * shared setting, in the order given; names not registered are left out.
+ *
+ * @example attacksReading("stepSize", ["apgd", "pgd"]) // ["pgd"]
+ */
+export function attacksReading(setting: AttackSettingName, names: readonly string[] = attackNames()): string[] {
+  return names.filter((a) => REGISTRY.get(a)?.options[setting] !== undefined);
+}
+
+/**
  * The label of an attack in tables and charts: the registered label, else the name in upper
  * case (an attack.json written where more attacks were registered).
  *

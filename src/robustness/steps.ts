@@ -102,9 +102,7 @@ export function pgdStepLinf(
   stepSize: number,
   clip: ClipRange = [0, 1],
 ): tf.Tensor {
-  return tf.tidy(() =>
-    clipTo(projectLinf(tf.add(x, tf.mul(stepSize, tf.sign(grad))), x0, eps), clip),
-  );
+  return tf.tidy(() => projectClip(tf.add(x, tf.mul(stepSize, tf.sign(grad))), x0, eps, "linf", clip));
 }
 
 /**
@@ -126,14 +124,9 @@ export function pgdStepL2(
   onZeroGradient?: (examples: number) => void,
 ): tf.Tensor {
   const [next, zeros] = tf.tidy(() => {
-    const b = x.shape[0] as number;
-    const flat = tf.reshape(grad, [b, -1]) as tf.Tensor2D;
-    const { scaled, scale } = rowNorms(flat);
-    const unitNorm = tf.sqrt(tf.sum(tf.square(scaled), 1, true));
-    const nonZero = tf.greater(scale, 0);
-    const direction = tf.div(scaled, tf.where(nonZero, unitNorm, tf.onesLike(unitNorm)));
-    const moved = tf.add(x, tf.reshape(tf.mul(stepSize, direction), x.shape));
-    return [clipTo(projectL2(moved, x0, eps), clip), tf.sum(tf.logicalNot(nonZero).toInt())];
+    const { direction, nonZero } = unitDirection(grad);
+    const moved = tf.add(x, tf.mul(stepSize, direction));
+    return [projectClip(moved, x0, eps, "l2", clip), tf.sum(tf.logicalNot(nonZero).toInt())];
   });
   const count = onZeroGradient ? zeros.dataSync()[0] : 0;
   zeros.dispose();
@@ -164,4 +157,30 @@ export function randomStartPoint(
   const start = (norm === "linf" ? pgdStartLinf : pgdStartL2)(x, masked, eps, clip);
   tf.dispose(masked === offset ? [offset] : [offset, masked]);
   return start;
+}
+
+/**
+ * Projection onto the eps-ball around x0 in the norm, then clipping to the valid range (the
+ * last part of every PGD and APGD step). Call inside tf.tidy.
+ *
+ * @example projectClip(moved, x0, 0.1, "linf", [0, 1])
+ */
+export function projectClip(x: tf.Tensor, x0: tf.Tensor, eps: number, norm: "linf" | "l2", clip: ClipRange): tf.Tensor {
+  return clipTo(norm === "linf" ? projectLinf(x, x0, eps) : projectL2(x, x0, eps), clip);
+}
+
+/**
+ * The l_2 ascent direction g / ||g||_2 of each example (the first axis), with g's shape, 0 where
+ * g is 0; the rows are divided by their largest |entry| first, so that tiny gradients do not
+ * underflow when squared. `nonZero` [b, 1] says which rows had a direction. Call inside tf.tidy.
+ *
+ * @example unitDirection(grad).direction // grad's shape, unit l_2 norm per example
+ */
+export function unitDirection(grad: tf.Tensor): { direction: tf.Tensor; nonZero: tf.Tensor } {
+  const b = grad.shape[0] as number;
+  const { scaled, scale } = rowNorms(tf.reshape(grad, [b, -1]) as tf.Tensor2D);
+  const unitNorm = tf.sqrt(tf.sum(tf.square(scaled), 1, true));
+  const nonZero = tf.greater(scale, 0);
+  const direction = tf.div(scaled, tf.where(nonZero, unitNorm, tf.onesLike(unitNorm)));
+  return { direction: tf.reshape(direction, grad.shape), nonZero };
 }
