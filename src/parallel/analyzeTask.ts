@@ -3,7 +3,7 @@ import { analyze, analyzeExamples, finishAnalysis, type Analysis, type AnalysisP
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { checkWorkers } from "./workerCount.ts";
-import { WorkerPool } from "./pool.ts";
+import { inOrder, WorkerPool } from "./pool.ts";
 import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
 import { contiguousSlices, sliceRows } from "./tensorData.ts";
@@ -77,7 +77,7 @@ export async function analyzeInWorkers(
   const pool = new WorkerPool(Math.min(workers, slices.length));
   let done = 0;
   try {
-    const parts = await Promise.all(
+    const parts = await inOrder(
       slices.map(async ({ start, size }) => {
         const payload: AnalyzeTaskPayload = {
           model: shared,

@@ -8,7 +8,7 @@ import { modelInputs, type ModelInputs } from "../robustness/modelInputs/index.t
 import { checkCount, resolveAttackOptions } from "../robustness/options.ts";
 import { resolveAttacks } from "../robustness/tally.ts";
 import { checkWorkers } from "./workerCount.ts";
-import { WorkerPool } from "./pool.ts";
+import { inOrder, WorkerPool } from "./pool.ts";
 import { shareModel } from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
 import { sliceRows } from "./tensorData.ts";
@@ -103,7 +103,7 @@ export async function attackInWorkers(
   let warned = false;
   const pool = new WorkerPool(Math.min(workers, batches));
   try {
-    const parts = await Promise.all(
+    const parts = await inOrder(
       Array.from({ length: batches }, async (_, j) => {
         const start = j * batchSize;
         const size = Math.min(batchSize, n - start);

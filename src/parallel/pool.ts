@@ -43,3 +43,18 @@ export class WorkerPool {
     await this.pool.close({ force: true });
   }
 }
+
+/**
+ * The values of slices run in parallel, in order; when any failed, the error of the earliest
+ * failing slice (by its place in the list, not by which failed first), so that the error a
+ * run reports does not depend on the worker count or on timing.
+ *
+ * @throws the first rejected slice's reason, once every slice has settled.
+ * @example const parts = await inOrder(slices.map((s) => pool.run("analyze", s)));
+ */
+export async function inOrder<T>(slices: readonly Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(slices);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
+}

@@ -10,6 +10,7 @@ import { modelPreset } from "../../src/nn/config.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { analyzeInWorkers } from "../../src/parallel/analyzeTask.ts";
+import { inOrder } from "../../src/parallel/pool.ts";
 import { checkWorkers, oversubscriptionWarning } from "../../src/parallel/workerCount.ts";
 import { availableParallelism } from "node:os";
 import { InputError } from "../../src/util/errors.ts";
@@ -77,6 +78,15 @@ test("non-finite logits in a worker's slice are the same one-line InputError, na
     x.dispose();
     model.dispose();
   }
+});
+
+test("slices joined in order: the earliest failing slice's error, whichever failed first in time", async () => {
+  const later = (ms: number, outcome: () => unknown) => new Promise((resolve) => setTimeout(resolve, ms)).then(outcome);
+  assert.deepEqual(await inOrder([later(20, () => "a"), later(0, () => "b")]), ["a", "b"]);
+  await assert.rejects(
+    inOrder([later(0, () => "ok"), later(30, () => { throw new InputError("inputs 5, 6"); }), later(0, () => { throw new InputError("inputs 9, 10"); })]),
+    /^InputError: inputs 5, 6$/,
+  );
 });
 
 test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
