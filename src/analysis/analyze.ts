@@ -173,21 +173,20 @@ export interface FloorSummary {
 /**
  * The composition floor at one input (docs/math.md section 3): the network bound's own
  * product of top-level factors with each block's bound replaced by the block's true value,
- * embedding x prod_i L_i^true x final norm x head. Every bound that multiplies per-block
- * bounds with these factors is at least this value, and the network's true value is at most
- * it (chain rule). Block values are estimates from below, so it is one too.
+ * (product of the factors outside the blocks: embedding, embedding LayerNorm, final norm or
+ * pooling, pooler, head) x prod_i L_i^true. Every bound that multiplies per-block bounds with
+ * these factors is at least this value, and the network's true value is at most it (chain
+ * rule). Block values are estimates from below, so it is one too.
  *
- * @param factors the example's embedding, finalNorm and head factors (networkBounds).
+ * @param factors the example's `outside` factor (networkBounds: the product of its top-level
+ *   layers other than the blocks).
  * @param blockTrue the block true values, in block order.
  * @returns the floor; NaN when a block value is missing (not computed).
- * @example compositionFloor({ embedding: 2, finalNorm: 3, head: 1 }, [4, 5]) // 120
+ * @example compositionFloor({ outside: 6 }, [4, 5]) // 120
  */
-export function compositionFloor(
-  factors: { embedding: number; finalNorm: number; head: number },
-  blockTrue: readonly number[],
-): number {
+export function compositionFloor(factors: { outside: number }, blockTrue: readonly number[]): number {
   if (blockTrue.length === 0 || !blockTrue.every(Number.isFinite)) return NaN;
-  return blockTrue.reduce((p, v) => p * v, factors.embedding * factors.finalNorm * factors.head);
+  return blockTrue.reduce((p, v) => p * v, factors.outside);
 }
 
 /** One attention row's p_(1), p_(2) and exact sigma. */

@@ -11,7 +11,7 @@ function layerArrays(b: BoundsAgainstTruth): Record<string, unknown> {
 
 /** What analysis.json says the composition floor is (analyze.ts compositionFloor). */
 export const COMPOSITION_FLOOR_NOTE =
-  "embedding x product of the blocks' true values x final norm x head: the least any product of per-block bounds with these factors can be; the block values are Lanczos estimates from below, so the floor is one too (null where block true values were not computed)";
+  "product of the blocks' true values x every factor outside the blocks (embedding, norms, pooling, head): the least any product of per-block bounds with these factors can be; the block values are Lanczos estimates from below, so the floor is one too (null where block true values were not computed)";
 
 const TRUTH_METHOD_NOTE = `${TRUTH_METHOD}: Krylov power iteration on Df^T Df, stopped by the residual test (an estimate from below, not a bound)`;
 

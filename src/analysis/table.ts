@@ -76,7 +76,7 @@ export function analysisTables(analysis: Analysis): string {
   if (floor !== null) {
     const tightest = analysis.variants.reduce((best, v) => (floor.boundOverFloor[v].median < floor.boundOverFloor[best].median ? v : best));
     parts.push(
-      `Composition floor (embedding x product of the blocks' true values x final norm x head; no product of block bounds can be lower): ` +
+      `Composition floor (product of the blocks' true values x every factor outside the blocks (embedding, norms, pooling, head); no product of block bounds can be lower): ` +
         `median ${formatNumber(floor.floor.median)}` +
         (floor.floorOverTrue === null ? "" : `, ${formatNumber(floor.floorOverTrue.median)}x the network's true value`) +
         `; the tightest network bound (${tightest}) is ${formatNumber(floor.boundOverFloor[tightest].median)}x the floor.`,

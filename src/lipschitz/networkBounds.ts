@@ -40,6 +40,12 @@ export interface ExampleReport {
   finalNorm: number;
   /** ||head.w||_2; 1 when absent. */
   head: number;
+  /**
+   * The product of every top-level layer's factor other than the blocks (embedding, embedding
+   * LayerNorm, final norm or pooling, pooler, head): what multiplies the blocks' product in the
+   * network bound.
+   */
+  outside: number;
   /** Whole-network bound per variant: the product of the top-level layers' bounds. */
   network: VariantValues;
 }
@@ -143,7 +149,7 @@ export function networkBounds(
  */
 function classifierView(
   layers: LayerReport[],
-): Pick<ExampleReport, "blocks" | "embedding" | "finalNorm" | "head"> {
+): Pick<ExampleReport, "blocks" | "embedding" | "finalNorm" | "head" | "outside"> {
   const byName = new Map<string, LayerReport>();
   const walk = (rs: LayerReport[]) => {
     for (const r of rs) {
@@ -173,8 +179,11 @@ function classifierView(
       block: blk.values,
     });
   }
+  const blockNames = new Set(blocks.map((_, i) => TRACE_NAMES.block(i)));
+  const outside = layers.filter((r) => !blockNames.has(r.name)).reduce((p, r) => p * one(r), 1);
   return {
     blocks,
+    outside,
     embedding: factor(TRACE_NAMES.embedding),
     finalNorm: factor(TRACE_NAMES.norm),
     head: factor(TRACE_NAMES.head),

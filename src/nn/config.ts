@@ -68,10 +68,26 @@ export const TextConfigSchema = z
     vocabSize: positiveInt,
     maxLength: positiveInt,
     ...encoderFields,
-    /** "cls": the first token's final state; "mean": the mean over real (unmasked) tokens. */
-    pooling: z.enum(["cls", "mean"]).default("cls"),
+    /**
+     * "cls": the first token's final state; "mean": the mean over real (unmasked) tokens;
+     * "last": the last real token's (GPT-2's sequence classification).
+     */
+    pooling: z.enum(["cls", "mean", "last"]).default("cls"),
     /** Causal attention (each token attends to itself and earlier tokens only). */
     causal: z.boolean().default(false),
+    /**
+     * Segment (token-type) embedding rows (BERT): parameter `type` [tokenTypes, d]; every token
+     * has type 0, so row 0 is added to each position. Absent: none.
+     */
+    tokenTypes: positiveInt.optional(),
+    /** A LayerNorm on the summed embeddings before block 0 (BERT): `embedding.norm.*`. Absent: false. */
+    embeddingNorm: z.boolean().optional(),
+    /** Whether a final LayerNorm follows the blocks (BERT's post-LN encoder has none). Absent: true. */
+    finalNorm: z.boolean().optional(),
+    /** A pooler between pooling and head: "tanh" = tanh(pooled W + b) (BERT): `pooler.w`, `pooler.b`. Absent: none. */
+    pooler: z.literal("tanh").optional(),
+    /** Whether the head has a bias `head.b` (GPT-2's score has none). Absent: true. */
+    headBias: z.boolean().optional(),
   })
   .superRefine((cfg, ctx) => checkHeads(cfg, ctx));
 

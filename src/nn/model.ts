@@ -4,7 +4,11 @@ import type { ModelConfig } from "./config.ts";
 import { layerNorm } from "./layerNorm.ts";
 import { linear } from "./linear.ts";
 import { allowedKeys } from "./mask.ts";
+
+export { firstToken, poolTokens } from "./pooling.ts";
 import { ParamStore, type NamedArray } from "./params.ts";
+import { tanhPooler } from "./pooler.ts";
+import { poolTokens, type Pooling } from "./pooling.ts";
 import {
   TRACE_NAMES,
   traceTensors,
@@ -53,15 +57,42 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
   /** Creates the encoder and head parameters (after the subclass created its embeddings). */
   protected addEncoderParams(): void {
     const c = this.config;
+    const { embeddingNorm, finalNorm, pooler, headBias } = this.layout;
+    if (embeddingNorm) {
+      this.params.add("embedding.norm.gamma", [c.dModel], { kind: "ones" });
+      this.params.add("embedding.norm.beta", [c.dModel], { kind: "zeros" });
+    }
     for (let i = 0; i < c.blocks; i++) addBlockParams(this.params, i, this.blockConfig);
-    this.params.add("norm.gamma", [c.dModel], { kind: "ones" });
-    this.params.add("norm.beta", [c.dModel], { kind: "zeros" });
+    if (finalNorm) {
+      this.params.add("norm.gamma", [c.dModel], { kind: "ones" });
+      this.params.add("norm.beta", [c.dModel], { kind: "zeros" });
+    }
+    if (pooler) {
+      this.params.add("pooler.w", [c.dModel, c.dModel], { kind: "glorot", fanIn: c.dModel, fanOut: c.dModel });
+      this.params.add("pooler.b", [c.dModel], { kind: "zeros" });
+    }
     this.params.add("head.w", [c.dModel, c.classes], {
       kind: "glorot",
       fanIn: c.dModel,
       fanOut: c.classes,
     });
-    this.params.add("head.b", [c.classes], { kind: "zeros" });
+    if (headBias) this.params.add("head.b", [c.classes], { kind: "zeros" });
+  }
+
+  /**
+   * The optional parts around the blocks (text config fields; ViTs have the defaults): a
+   * LayerNorm on the embeddings (BERT), the final LayerNorm (absent in BERT), a tanh pooler
+   * (BERT), the head's bias (absent in GPT-2's score).
+   */
+  get layout(): { embeddingNorm: boolean; finalNorm: boolean; pooler: boolean; headBias: boolean } {
+    const c = this.config;
+    if (c.kind !== "text") return { embeddingNorm: false, finalNorm: true, pooler: false, headBias: true };
+    return {
+      embeddingNorm: c.embeddingNorm ?? false,
+      finalNorm: c.finalNorm ?? true,
+      pooler: c.pooler === "tanh",
+      headBias: c.headBias ?? true,
+    };
   }
 
   /** The settings every block uses. */
@@ -85,7 +116,7 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
   protected abstract checkSequence(seq: tf.Tensor): void;
 
   /** How the final LayerNorm output is pooled ({@link poolTokens}); "cls" unless the config says. */
-  protected get pooling(): "cls" | "mean" {
+  protected get pooling(): Pooling {
     return "cls";
   }
 
@@ -148,10 +179,16 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
       const maskF = padding === null ? null : tf.cast(tf.notEqual(padding, 0), "float32");
       const allowed = allowedKeys(maskF, this.causal, n);
       const embedding = options.trace ? tf.clone(seq) : seq;
-      let x = embedding;
-      const blocks: BlockTrace[] = [];
+      const layout = this.layout;
+      const c = this.config;
       const layers: TracedLayer[] = [this.embeddingLayer()];
-      for (let i = 0; i < this.config.blocks; i++) {
+      let x = embedding;
+      if (layout.embeddingNorm) {
+        layers.push(normLayer(TRACE_NAMES.embeddingNorm, "layerNorm", x, "embedding.norm", { eps: c.lnEps }));
+        x = layerNorm(x, this.params.get("embedding.norm.gamma"), this.params.get("embedding.norm.beta"), c.lnEps);
+      }
+      const blocks: BlockTrace[] = [];
+      for (let i = 0; i < c.blocks; i++) {
         const r = transformerBlock(x, blockParams(this.params, i), this.blockConfig, {
           allowed,
           training: options.training,
@@ -161,30 +198,28 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
         layers.push(r.layer);
         x = r.out;
       }
-      const final = layerNorm(
-        x,
-        this.params.get("norm.gamma"),
-        this.params.get("norm.beta"),
-        this.config.lnEps,
-      );
-      const pooled = this.pool(final, maskF);
-      const out = linear(pooled, this.params.get("head.w"), this.params.get("head.b"));
+      const finalInput = x;
+      let pooled: tf.Tensor;
+      if (layout.finalNorm) {
+        layers.push(normLayer(TRACE_NAMES.norm, "finalNorm", x, "norm", { eps: c.lnEps, pooling: this.pooling }));
+        pooled = this.pool(layerNorm(x, this.params.get("norm.gamma"), this.params.get("norm.beta"), c.lnEps), maskF);
+      } else {
+        layers.push({ kind: "pool", name: TRACE_NAMES.pool, input: x, params: {}, settings: { pooling: this.pooling } });
+        pooled = this.pool(x, maskF);
+      }
+      if (layout.pooler) {
+        layers.push({ kind: "pooler", name: TRACE_NAMES.pooler, input: pooled, params: { w: "pooler.w", b: "pooler.b" } });
+        pooled = tanhPooler(pooled, this.params.get("pooler.w"), this.params.get("pooler.b"));
+      }
+      const headB = layout.headBias ? this.params.get("head.b") : undefined;
+      const out = linear(pooled, this.params.get("head.w"), headB);
       if (options.trace) {
-        layers.push(
-          {
-            kind: "finalNorm",
-            name: TRACE_NAMES.norm,
-            input: x,
-            params: { gamma: "norm.gamma", beta: "norm.beta" },
-            settings: { eps: this.config.lnEps, pooling: this.pooling },
-          },
-          {
-            kind: "linear",
-            name: TRACE_NAMES.head,
-            input: pooled,
-            params: { w: "head.w", b: "head.b" },
-          },
-        );
+        layers.push({
+          kind: "linear",
+          name: TRACE_NAMES.head,
+          input: pooled,
+          params: layout.headBias ? { w: "head.w", b: "head.b" } : { w: "head.w" },
+        });
         box.trace = {
           layers,
           mask: maskF,
@@ -192,7 +227,7 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
           inputSpace: this.inputSpace,
           embedding,
           blocks,
-          finalInput: x,
+          finalInput,
         };
         for (const t of traceTensors(box.trace)) tf.keep(t);
       }
@@ -225,37 +260,13 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
   }
 }
 
-/**
- * Pooling of a final LayerNorm output: "cls" takes the first token ({@link firstToken}); "mean"
- * averages over the real tokens of `mask` (all tokens when null; an example with no real token
- * pools to 0).
- *
- * @param final float32 [b, n, d]. @param mask float32 [b, n] with 1 = real token, or null.
- * @returns float32 [b, d].
- * @example poolTokens(tf.ones([2, 3, 4]), "mean", null).shape // [2, 4]
- */
-export function poolTokens(
-  final: tf.Tensor,
-  pooling: "cls" | "mean",
-  mask: tf.Tensor | null,
-): tf.Tensor {
-  if (pooling === "cls") return firstToken(final);
-  return tf.tidy(() => {
-    if (mask === null) return tf.mean(final, 1);
-    const [b, n] = mask.shape;
-    const summed = tf.sum(tf.mul(final, tf.reshape(mask, [b, n, 1])), 1);
-    const count = tf.maximum(tf.sum(mask, 1, true), 1);
-    return tf.div(summed, count);
-  });
-}
-
-/**
- * The first token's state: final[:, 0, :].
- *
- * @param final float32 [b, n, d].
- * @returns float32 [b, d].
- */
-export function firstToken(final: tf.Tensor): tf.Tensor {
-  const [b, , d] = final.shape;
-  return tf.tidy(() => tf.reshape(tf.slice(final, [0, 0, 0], [b, 1, d]), [b, d]));
+/** A traced LayerNorm (kind "layerNorm" or "finalNorm") whose parameters are PREFIX.gamma and PREFIX.beta. */
+function normLayer(
+  name: string,
+  kind: "layerNorm" | "finalNorm",
+  input: tf.Tensor,
+  prefix: string,
+  settings: Record<string, number | string>,
+): TracedLayer {
+  return { kind, name, input, params: { gamma: `${prefix}.gamma`, beta: `${prefix}.beta` }, settings };
 }

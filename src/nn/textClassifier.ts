@@ -1,16 +1,19 @@
 import { tf } from "../backend.ts";
 import { parseModelConfig, type ModelConfigInput, type TextConfig } from "./config.ts";
 import { embeddingLookup } from "./embedding.ts";
+import type { Pooling } from "./pooling.ts";
 import { TRACE_NAMES, type TracedLayer } from "./trace.ts";
 import { TransformerClassifier, type ForwardOptions, type ForwardResult } from "./model.ts";
 
 /**
  * Text classifier: token embeddings + learned position embeddings, transformer blocks with a
- * padding mask (optionally causal), a final LayerNorm, pooling (first token, or the mean over
- * real tokens) and a linear head. BERT-style (Devlin et al. 2019) without segment embeddings.
+ * padding mask (optionally causal), a final LayerNorm, pooling (first token, the mean over
+ * real tokens, or the last real token) and a linear head. BERT-style (Devlin et al. 2019);
+ * config fields add what Hugging Face's BERT and GPT-2 have (src/hf/): segment embeddings, an
+ * embedding LayerNorm, no final LayerNorm, a tanh pooler, a head without bias.
  *
- * Parameters (in this order): tok [vocabSize, d], pos [maxLength, d], then blocks.i.*, norm.*,
- * head.* (model.ts). Padding goes at the end of a sequence; padded tokens are never attended
+ * Parameters (in this order): tok [vocabSize, d], pos [maxLength, d], type [tokenTypes, d]
+ * (optional), then embedding.norm.*, blocks.i.*, norm.*, pooler.*, head.* (model.ts). Padding goes at the end of a sequence; padded tokens are never attended
  * to, so a sequence's logits do not depend on how much padding follows it.
  */
 export class TextClassifier extends TransformerClassifier<TextConfig> {
@@ -27,6 +30,7 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
     const c = this.config;
     this.params.add("tok", [c.vocabSize, c.dModel], { kind: "normal", std: 0.02 });
     this.params.add("pos", [c.maxLength, c.dModel], { kind: "normal", std: 0.02 });
+    if (c.tokenTypes !== undefined) this.params.add("type", [c.tokenTypes, c.dModel], { kind: "normal", std: 0.02 });
     this.addEncoderParams();
   }
 
@@ -34,7 +38,7 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
     return this.config.causal;
   }
 
-  protected override get pooling(): "cls" | "mean" {
+  protected override get pooling(): Pooling {
     return this.config.pooling;
   }
 
@@ -65,7 +69,9 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
   }
 
   /**
-   * The sequence entering block 0: tok[ids] + pos[0..n), float32 [b, n, d].
+   * The sequence entering the model's layers: tok[ids] + pos[0..n) (+ type[0] with token-type
+   * embeddings: every token is of type 0), float32 [b, n, d]. The bounds and attacks take this
+   * sum as their input; a model's embedding LayerNorm (BERT) is its first layer.
    *
    * @param ids int32 [b, n] as {@link tokenEmbeddings}.
    */
@@ -73,10 +79,9 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
     return tf.tidy(() => {
       const tokens = this.tokenEmbeddings(ids);
       const [, n, d] = tokens.shape;
-      return tf.add(
-        tokens,
-        tf.reshape(tf.slice(this.params.get("pos"), [0, 0], [n, d]), [1, n, d]),
-      );
+      let constant = tf.slice(this.params.get("pos"), [0, 0], [n, d]);
+      if (this.config.tokenTypes !== undefined) constant = tf.add(constant, tf.slice(this.params.get("type"), [0, 0], [1, d]));
+      return tf.add(tokens, tf.reshape(constant, [1, n, d]));
     });
   }
 

@@ -94,8 +94,14 @@ export type ForwardTrace = LayerTrace & {
 /** Entry names the classifiers use in their traces (docs/design.md, Add a layer kind). */
 export const TRACE_NAMES = {
   embedding: "embedding",
+  /** The LayerNorm on the embeddings (BERT). */
+  embeddingNorm: "embedding.norm",
   block: (i: number) => `blocks.${i}`,
   norm: "norm",
+  /** Pooling without a final LayerNorm (BERT). */
+  pool: "pool",
+  /** The tanh pooler (BERT). */
+  pooler: "pooler",
   head: "head",
 } as const;
 

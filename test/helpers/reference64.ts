@@ -203,7 +203,11 @@ export interface Forward64 {
   blocks: Block64[];
 }
 
-/** Blocks, final LayerNorm, pooling and head for one sequence seq [n, d]. */
+/**
+ * The layers after the embedding for one sequence seq [n, d]: the embedding LayerNorm (text
+ * `embeddingNorm`), blocks, final LayerNorm (unless text `finalNorm: false`), pooling (cls,
+ * mean or last real token), the tanh pooler (text `pooler`), head (bias unless `headBias: false`).
+ */
 export function encoderHead64(
   seq: Float64Array,
   n: number,
@@ -220,16 +224,19 @@ export function encoderHead64(
       for (let j = 0; j < n; j++)
         allowed[i * n + j] = (!mask || mask[j] ? 1 : 0) * (!causal || j <= i ? 1 : 0);
   }
+  const text = cfg.kind === "text" ? cfg : null;
   let x = seq;
+  if (text?.embeddingNorm)
+    x = layerNorm64(x, n, w(weights, "embedding.norm.gamma"), w(weights, "embedding.norm.beta"), cfg.lnEps);
   const blocks: Block64[] = [];
   for (let i = 0; i < cfg.blocks; i++) {
     const r = block64(x, n, cfg, weights, i, allowed);
     blocks.push(r);
     x = r.out;
   }
-  const final = layerNorm64(x, n, w(weights, "norm.gamma"), w(weights, "norm.beta"), cfg.lnEps);
+  const final = text?.finalNorm === false ? x : layerNorm64(x, n, w(weights, "norm.gamma"), w(weights, "norm.beta"), cfg.lnEps);
   let pooled = final.slice(0, d);
-  if (cfg.kind === "text" && cfg.pooling === "mean") {
+  if (text?.pooling === "mean") {
     pooled = new Float64Array(d);
     let count = 0;
     for (let i = 0; i < n; i++) {
@@ -239,8 +246,17 @@ export function encoderHead64(
     }
     for (let c = 0; c < d; c++) pooled[c] /= Math.max(count, 1);
   }
-  return { logits: linear64(pooled, 1, w(weights, "head.w"), w(weights, "head.b")), blocks };
+  if (text?.pooling === "last") {
+    let last = -1;
+    for (let i = 0; i < n; i++) if (!mask || mask[i]) last = i;
+    pooled = last < 0 ? new Float64Array(d) : final.slice(last * d, (last + 1) * d);
+  }
+  if (text?.pooler === "tanh")
+    pooled = linear64(pooled, 1, w(weights, "pooler.w"), w(weights, "pooler.b")).map(Math.tanh);
+  const headB = text?.headBias === false ? undefined : w(weights, "head.b");
+  return { logits: linear64(pooled, 1, w(weights, "head.w"), headB), blocks };
 }
+
 
 /**
  * ViT forward pass (vit.ts) of one image.
@@ -290,7 +306,8 @@ export function textForward64(
   const tok = w(weights, "tok").data;
   const pos = w(weights, "pos").data;
   const seq = new Float64Array(n * d);
+  const type = cfg.tokenTypes === undefined ? null : w(weights, "type").data;
   for (let i = 0; i < n; i++)
-    for (let k = 0; k < d; k++) seq[i * d + k] = tok[ids[i] * d + k] + pos[i * d + k];
+    for (let k = 0; k < d; k++) seq[i * d + k] = tok[ids[i] * d + k] + pos[i * d + k] + (type ? type[k] : 0);
   return encoderHead64(seq, n, cfg, weights, mask);
 }

@@ -13,6 +13,8 @@ import { attentionLayerBound } from "../../src/lipschitz/rules/attentionLayer.ts
 import { blockBound, residualBound } from "../../src/lipschitz/rules/block.ts";
 import { layerNormBound } from "../../src/lipschitz/rules/layerNorm.ts";
 import { mlpBound } from "../../src/lipschitz/rules/mlp.ts";
+import { finalNormBound, poolBound } from "../../src/lipschitz/rules/output.ts";
+import { poolerBound } from "../../src/lipschitz/rules/pooler.ts";
 import { layerKind, layerKinds } from "../../src/lipschitz/layers/registry.ts";
 import { modelWeightNorms, type Weights } from "../../src/lipschitz/rules/weightNorms.ts";
 import { attention64, block64, layerNorm64, mlp64 } from "../helpers/reference64.ts";
@@ -295,6 +297,8 @@ test("layerKind: every built-in kind has a record with a rule and a forward; an 
     "patchEmbedding",
     "tokenEmbedding",
     "finalNorm",
+    "pool",
+    "pooler",
     "linear",
   ]) {
     assert.equal(typeof layerKind(kind).rule, "function", kind);
@@ -307,4 +311,52 @@ test("layerKind: every built-in kind has a record with a rule and a forward; an 
       e.message.includes('"unknown"') && layerKinds().every((k) => e.message.includes(k)),
   );
   assert.throws(() => layerKind("toString"), /known kinds/);
+});
+
+test("pooler rule (tanh(x W + b)): the local value equals the true Jacobian norm and ||W|| is above it (200 cases)", () => {
+  const rand = mulberry32(83);
+  for (let t = 0; t < 200; t++) {
+    const d = 1 + Math.floor(rand() * 8);
+    const out = 1 + Math.floor(rand() * 8);
+    const scale = pick(rand, [0.1, 1, 4]);
+    const x = normals(rand, d, pick(rand, [0.1, 1, 3]));
+    const W = { data: Float32Array.from(normals(rand, d * out, scale / Math.sqrt(d))), shape: [d, out] };
+    const b = { data: Float32Array.from(normals(rand, out, 0.5)), shape: [out] };
+    const kind = layerKind("pooler");
+    const truth = sigmaMax(fdJacobian((z) => kind.reference64!(z, [d], { w: W, b }, {}), x, 1e-7), out, d);
+    const r = poolerBound(x, W.data, b.data);
+    assert.ok(Math.abs(r.local - truth) <= 1e-5 * (1 + truth), `case ${t}: local ${r.local} vs true ${truth}`);
+    assert.ok(r.relaxed >= r.local * (1 - 1e-12), `case ${t}: relaxed ${r.relaxed} < local ${r.local}`);
+  }
+  assert.throws(() => poolerBound([1, 2], [1, 2, 3], [0]), /pooler: W must be \[2, 1\]/);
+});
+
+test("pooling rules: cls and last select one row (1), mean over m real rows is 1/sqrt(m); with the final LayerNorm, >= the true Jacobian norm (200 cases)", () => {
+  const rand = mulberry32(84);
+  for (let t = 0; t < 200; t++) {
+    const n = 1 + Math.floor(rand() * 6);
+    const d = 2 + Math.floor(rand() * 6);
+    const pooling = pick(rand, ["cls", "mean", "last"] as const);
+    const real = Array.from({ length: n }, (_, i) => (i === 0 || rand() < 0.7 ? 1 : 0));
+    const rows = real.flatMap((v, i) => (v ? [i] : []));
+    const picked = pooling === "cls" ? [0] : pooling === "last" ? [rows[rows.length - 1]] : rows;
+    const pool64 = (z: ArrayLike<number>) => {
+      const y = new Float64Array(d);
+      for (const i of picked) for (let k = 0; k < d; k++) y[k] += z[i * d + k] / picked.length;
+      return y;
+    };
+    const x = normals(rand, n * d, pick(rand, [0.01, 1, 10]));
+    const poolTruth = sigmaMax(fdJacobian(pool64, x, 1e-6), d, n * d);
+    const pb = poolBound(n, pooling, real);
+    assert.ok(Math.abs(pb - poolTruth) <= 1e-6, `case ${t} (${pooling}): pool ${pb} vs true ${poolTruth}`);
+    const gamma = { data: Float32Array.from(normals(rand, d, 1)), shape: [d] };
+    const beta = { data: Float32Array.from(normals(rand, d)), shape: [d] };
+    const eps = pick(rand, [1e-5, 1e-3]);
+    const truth = sigmaMax(fdJacobian((z) => pool64(layerNorm64(z, n, gamma, beta, eps)), x, 1e-7), d, n * d);
+    const fb = finalNormBound(x, n, d, gamma.data, eps, pooling, real);
+    assert.ok(fb >= truth * (1 - TOL), `case ${t} (${pooling}): final norm ${fb} < true ${truth}`);
+  }
+  assert.equal(poolBound(3, "last", [0, 0, 0]), 0);
+  assert.equal(finalNormBound([1, 2, 3, 4], 2, 2, [1, 1], 1e-5, "last", [0, 0]), 0);
+  assert.throws(() => poolBound(2, "max" as "cls"), /unknown pooling "max"/);
 });

@@ -184,6 +184,74 @@ test("text (padding, causal, cls/mean pooling): every network variant >= the tru
   }
 });
 
+/** Random weights for every parameter a model has (LayerNorm gains about 1, others scaled by fan-in). */
+function randomizeAll(model: Model, rand: Rand, scale: number): void {
+  const out = new Map<string, { data: Float32Array; shape: number[] }>();
+  for (const [name, t] of model.getWeights()) {
+    const gain = name.endsWith(".gamma");
+    const std = gain ? 0.3 : name.endsWith(".beta") || /\.b[a-z0-9]*$/.test(name) ? 0.2 : t.shape.length === 2 && !["tok", "pos", "type"].includes(name) ? scale / Math.sqrt(t.shape[0]) : 0.5;
+    out.set(name, { data: Float32Array.from({ length: t.data.length }, () => (gain ? 1 : 0) + std * normal(rand)), shape: [...t.shape] });
+  }
+  model.setWeights(out);
+}
+
+function normal(rand: Rand): number {
+  return Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+}
+
+test("text with the BERT and GPT-2 layouts (embedding LayerNorm, no final LayerNorm, last-token pooling, tanh pooler, no head bias): every network variant >= the true Jacobian norm (120 configs)", () => {
+  const rand = mulberry32(91);
+  for (let t = 0; t < 120; t++) {
+    const bert = rand() < 0.5;
+    const cfg = {
+      kind: "text" as const,
+      vocabSize: 10,
+      maxLength: 8,
+      ...randomEncoder(rand),
+      ...(bert
+        ? { norm: "post" as const, embeddingNorm: true, finalNorm: false, pooler: "tanh" as const, tokenTypes: 2, pooling: pick(rand, ["cls", "mean", "last"] as const) }
+        : { norm: "pre" as const, causal: true, headBias: false, pooling: pick(rand, ["last", "cls"] as const), embeddingNorm: rand() < 0.3 }),
+      activation: pick(rand, ["gelu-erf", "gelu-tanh"] as const),
+    };
+    const model = createModel(cfg);
+    const c = model.config as TextConfig;
+    randomizeAll(model, rand, pick(rand, [0.3, 1, 3]));
+    const weights = model.getWeights();
+    const n = 2 + Math.floor(rand() * 5);
+    const b = 2;
+    const ids = tf.tensor2d(Int32Array.from({ length: b * n }, () => Math.floor(rand() * 10)), [b, n], "int32");
+    const maskValues = new Float32Array(b * n).fill(1);
+    const masked = rand() < 0.6;
+    if (masked) for (let e = 0; e < b; e++) maskValues.fill(0, e * n + 1 + Math.floor(rand() * n), (e + 1) * n);
+    const mask = masked ? tf.tensor2d(maskValues, [b, n]) : null;
+    const { logits, trace } = model.forward(ids, { trace: true, mask });
+    assert.ok(trace);
+    const nb = networkBounds(model, trace);
+    const seqAll = trace.embedding.dataSync();
+    const logitsAll = logits.dataSync();
+    const d = c.dModel;
+    for (let e = 0; e < b; e++) {
+      const seq = Float64Array.from(seqAll.subarray(e * n * d, (e + 1) * n * d));
+      const m = masked ? maskValues.subarray(e * n, (e + 1) * n) : undefined;
+      const ref = encoderHead64(seq, n, c, weights, m).logits;
+      ref.forEach((v, k) => assert.ok(Math.abs(v - logitsAll[e * c.classes + k]) < 1e-4 * (1 + Math.abs(v)), `case ${t}.${e}: float64 reference logit ${k} ${v} vs ${logitsAll[e * c.classes + k]}`));
+      const truth = sigmaMax(fdJacobian((z) => encoderHead64(z, n, c, weights, m).logits, seq, 1e-6), c.classes, n * d);
+      const ex = nb.examples[e];
+      for (const name of HEAD_VARIANTS)
+        assert.ok(ex.network[name] >= truth * (1 - TOL), `case ${t}.${e} (${bert ? "bert" : "gpt2"} layout, ${c.pooling}): ${name} ${ex.network[name]} < ${truth}`);
+      const top = ex.layers.map((l) => l.name);
+      assert.equal(top.includes("embedding.norm"), c.embeddingNorm === true, `case ${t}: ${top.join(", ")}`);
+      assert.equal(top.includes("pool"), c.finalNorm === false);
+      assert.equal(top.includes("pooler"), c.pooler === "tanh");
+    }
+    logits.dispose();
+    disposeTrace(trace);
+    ids.dispose();
+    mask?.dispose();
+    model.dispose();
+  }
+});
+
 test("a fully padded example gives finite bounds and empty statistics; the relaxed MLP option composes", () => {
   const cfg = {
     kind: "text" as const,

@@ -1,14 +1,15 @@
 import { tf } from "../../backend.ts";
 import { layerNorm } from "../../nn/layerNorm.ts";
-import { poolTokens } from "../../nn/model.ts";
+import { poolTokens, type Pooling } from "../../nn/pooling.ts";
 import { finalNormBound } from "../rules/output.ts";
 import { input, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
- * The final LayerNorm followed by pooling ("cls" or "mean" over real tokens), [b, n, d] ->
- * [b, d]. Roles gamma, beta [d]; settings eps, pooling. Rule (docs/math.md section 3): the
- * row-0 LayerNorm factor (cls) or the max real-row factor / sqrt(real rows) (mean).
+ * The final LayerNorm followed by pooling ("cls", "mean" over real tokens, or the "last" real
+ * token), [b, n, d] -> [b, d]. Roles gamma, beta [d]; settings eps, pooling. Rule
+ * (docs/math.md section 3): the pooled row's LayerNorm factor (cls, last) or the max real-row
+ * factor / sqrt(real rows) (mean).
  */
 export const finalNormKind: LayerKindSpec<Float64Array> = {
   kind: "finalNorm",
@@ -22,7 +23,7 @@ export const finalNormKind: LayerKindSpec<Float64Array> = {
           ctx.params.beta,
           setting(ctx.settings, "eps", "finalNorm") as number,
         ),
-        setting(ctx.settings, "pooling", "finalNorm") as "cls" | "mean",
+        setting(ctx.settings, "pooling", "finalNorm") as Pooling,
         ctx.mask,
       ),
     })),
@@ -37,7 +38,7 @@ export const finalNormKind: LayerKindSpec<Float64Array> = {
         d,
         layer.prepared,
         setting(layer.settings, "eps", layer.name) as number,
-        setting(layer.settings, "pooling", layer.name) as "cls" | "mean",
+        setting(layer.settings, "pooling", layer.name) as Pooling,
         layer.mask.real,
       ),
     };

@@ -4,6 +4,8 @@ import { layerNormKind } from "./layerNorm.ts";
 import { linearKind } from "./linear.ts";
 import { mlpKind } from "./mlp.ts";
 import { patchEmbeddingKind } from "./patchEmbedding.ts";
+import { poolKind } from "./pool.ts";
+import { poolerKind } from "./pooler.ts";
 import { residualKind } from "./residual.ts";
 import { sequenceKind } from "./sequence.ts";
 import { tokenEmbeddingKind } from "./tokenEmbedding.ts";
@@ -24,6 +26,8 @@ const BUILTIN_KINDS: readonly LayerKindSpec[] = [
   residualKind,
   sequenceKind,
   finalNormKind,
+  poolKind,
+  poolerKind,
   linearKind,
 ] as unknown as readonly LayerKindSpec[];
 
