@@ -7,7 +7,7 @@ import type { AttackFlags } from "./attackCommand.ts";
 import { describeSplit, type TrainedData } from "../data/evaluationInputs.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
-import type { WordTokenizer } from "../data/text/tokenizer.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -268,7 +268,7 @@ async function prepare(
   kind: ModelInputKind,
   run: ResolvedRun,
   source: string,
-  tokenizer: WordTokenizer | null,
+  tokenizer: TextTokenizer | null,
   trained: TrainedData | null,
   imported: boolean,
 ): Promise<Prepared> {

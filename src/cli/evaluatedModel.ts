@@ -1,10 +1,12 @@
 import { trainedData, type TrainedData } from "../data/evaluationInputs.ts";
-import type { WordTokenizer } from "../data/text/tokenizer.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import { modelPreset, parseModelConfig } from "../nn/config.ts";
 import { createModel } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { loadCheckpoint } from "../train/checkpoint.ts";
 import { isHfFolder, loadHfModel } from "../hf/load.ts";
+import { hfTextTokenizer } from "../hf/textTokenizer.ts";
+import type { HfTokenizer } from "../hf/tokenizer.ts";
 import { InputError } from "../util/errors.ts";
 
 /** A model to evaluate, as analyze and attack load it. The caller disposes `model`. */
@@ -12,8 +14,8 @@ export interface EvaluatedModel {
   model: TransformerClassifier;
   /** What the model is, for messages and result files: the checkpoint folder, or "PRESET (random init, seed S)". */
   source: string;
-  /** A text checkpoint's tokenizer (null for ViTs and random-init models). */
-  tokenizer: WordTokenizer | null;
+  /** A text model's tokenizer: the checkpoint's, or a Hugging Face folder's tokenizer.json (null for ViTs and random-init models). */
+  tokenizer: TextTokenizer | null;
   /** The checkpoint's data record and training fingerprints (null for a random-init or imported model). */
   trained: TrainedData | null;
   /** Whether the model was imported from a Hugging Face folder (attnlip did not train it). */
@@ -38,14 +40,17 @@ export async function evaluatedModel(
 ): Promise<EvaluatedModel> {
   if (checkpoint !== undefined && (await isHfFolder(checkpoint))) {
     const hf = await loadHfModel(checkpoint, who);
-    if (hf.config.kind !== "vit") {
+    let tokenizer: HfTokenizer | null = null;
+    try {
+      if (hf.config.kind === "text") tokenizer = await hfTextTokenizer(checkpoint, hf.config, hf.hfConfig, who);
+    } catch (e) {
       hf.model.dispose();
-      throw new InputError(`${who}: ${checkpoint}: imported text models are not supported yet`);
+      throw e;
     }
     return {
       model: hf.model as TransformerClassifier,
       source: `${checkpoint} (Hugging Face ${hf.architecture})`,
-      tokenizer: null,
+      tokenizer,
       trained: null,
       imported: true,
     };

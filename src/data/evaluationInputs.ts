@@ -313,13 +313,14 @@ export async function textEvaluationSplit(
         limit: trained!.limit ?? undefined,
         testLimit: trained!.testLimit ?? undefined,
       }),
-    () => loadTextDataset(spec, { ...text, seed: request.seed }),
+    () => loadTextDataset(spec, { ...text, seed: request.seed, fileOrder: request.imported === true }),
   );
   if (data.classes > text.classes)
     throw new InputError(
       `${who}: data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${text.classes}`,
     );
   const { split, info } = heldOutPart(request, data, own, contentChecked, selectTextExamples);
+  if (request.imported === true) info.order = "file";
   return { spec: data.spec, split, labelNames: data.labelNames, info };
 }
 

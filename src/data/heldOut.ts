@@ -48,6 +48,11 @@ export interface EvaluationSplit {
   origin: "checkpoint" | "other-data" | "random-init" | "imported";
   /** Seed of the train/test split (the checkpoint's training seed for "checkpoint"). */
   splitSeed: number;
+  /**
+   * "file": every record of the data in file order, not split (an imported text model: nothing
+   * to hold out); absent: a seeded split.
+   */
+  order?: "file";
   /** Size of the training split the model saw (0 for "random-init" and "other-data"). */
   trainCount: number;
   /** Size of the test split the evaluated examples come from. */
@@ -233,6 +238,8 @@ export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   }
   if (split.origin === "other-data")
     return `test split of ${split.spec} (not the checkpoint's training data; split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
+  if (split.origin === "imported" && split.order === "file")
+    return `the records of ${split.spec} in file order (imported model, not trained by attnlip: its training data is unknown, so these may include texts it was trained on; ${split.testCount} records); evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
   if (split.origin === "imported")
     return `test split of ${split.spec} (imported model, not trained by attnlip: its training data is unknown, so these examples may include some it was trained on; split seed ${split.splitSeed}, ${split.testCount} test); evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
   return `test split of ${split.spec} (random-init model, split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;

@@ -1,4 +1,6 @@
 import type { HfArchitecture } from "./types.ts";
+import { bertForSequenceClassification } from "./bert.ts";
+import { gpt2ForSequenceClassification } from "./gpt2.ts";
 import { vitForImageClassification } from "./vit.ts";
 
 /**
@@ -6,5 +8,5 @@ import { vitForImageClassification } from "./vit.ts";
  * `architectures`. Adding one: a file like vit.ts and a line here.
  */
 export const HF_ARCHITECTURES: ReadonlyMap<string, HfArchitecture> = new Map(
-  [vitForImageClassification].map((a) => [a.name, a]),
+  [vitForImageClassification, bertForSequenceClassification, gpt2ForSequenceClassification].map((a) => [a.name, a]),
 );

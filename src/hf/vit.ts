@@ -7,6 +7,7 @@ import {
   hfActivation,
   hfField,
   hfLabels,
+  refuseUnused,
   reshaped,
   transposed,
   type HfArchitecture,
@@ -93,11 +94,7 @@ export const vitForImageClassification: HfArchitecture = {
     out.set("norm.beta", r.get("vit.layernorm.bias", [d]));
     out.set("head.w", transposed(r.get("classifier.weight", [classes, d])));
     out.set("head.b", r.get("classifier.bias", [classes]));
-    const unused = r.unused();
-    if (unused.length > 0)
-      throw new HfImportError(
-        `${who}: model.safetensors holds tensors a ViTForImageClassification does not use (${unused.slice(0, 5).join(", ")}${unused.length > 5 ? `, and ${unused.length - 5} more` : ""}); attnlip refuses to drop them silently`,
-      );
+    refuseUnused(r, "ViTForImageClassification", who);
     return out;
   },
 };

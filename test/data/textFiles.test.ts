@@ -14,6 +14,7 @@ import {
   wordTokens,
 } from "../../src/data/text/index.ts";
 import { preview, sliceCodePoints } from "../../src/data/text/truncate.ts";
+import type { WordTokenizer } from "../../src/data/text/tokenizer.ts";
 import { InputError } from "../../src/util/errors.ts";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "text");
@@ -96,7 +97,7 @@ test("loadTextDataset records the encoding it read a file with (null for the cor
     encoding: " Windows-1252 ",
   });
   assert.equal(given.encoding, "windows-1252");
-  assert.ok(given.tokenizer.vocab.includes("café"));
+  assert.ok((given.tokenizer as WordTokenizer).vocab.includes("café"));
   await assert.rejects(
     loadTextDataset(`csv:${path}`, { encoding: "utf-8" }),
     /latin\.csv: line 2: not valid UTF-8/,

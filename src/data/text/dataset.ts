@@ -3,7 +3,7 @@ import { InputError } from "../../util/errors.ts";
 import { SeededRng } from "../dataset.ts";
 import { parseSpec, specTask, type TextSource } from "../sources/index.ts";
 import type { TextFileOptions } from "./files.ts";
-import { PAD_ID, WordTokenizer } from "./tokenizer.ts";
+import { PAD_ID, WordTokenizer, type TextTokenizer } from "./tokenizer.ts";
 
 /**
  * Text-classification data sets: the SpamAssassin public corpus (ham 0 vs spam 1, bundled by
@@ -52,7 +52,7 @@ export interface TextDataset {
    * a class with very few examples (data/text/classes.ts); null for an embedded corpus.
    */
   firstLines: number[] | null;
-  tokenizer: WordTokenizer;
+  tokenizer: TextTokenizer;
   train: TextSplit;
   test: TextSplit;
 }
@@ -120,8 +120,13 @@ export interface LoadTextDatasetOptions extends TextFileOptions {
   maxLength?: number;
   /** Vocabulary size (with the special tokens) when no tokenizer is given [8000]. */
   vocabSize?: number;
+  /**
+   * Every record goes to the test split, in file order (no training split): for a model that
+   * attnlip did not train, which has nothing to hold out. Needs `tokenizer`.
+   */
+  fileOrder?: boolean;
   /** Use this tokenizer (e.g. a checkpoint's) instead of building one from the training split. */
-  tokenizer?: WordTokenizer;
+  tokenizer?: TextTokenizer;
   /** Class names to map labels to (e.g. a checkpoint's); a label outside them is an error. */
   labelNames?: readonly string[];
 }
@@ -160,7 +165,11 @@ export async function loadTextDataset(
   for (let i = 0; i < labels.length; i++) {
     if (classCounts[labels[i]]++ === 0 && firstLines !== null) firstLines[labels[i]] = lines![i];
   }
-  const split = stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
+  if (options.fileOrder && options.tokenizer === undefined)
+    throw new RangeError("loadTextDataset: fileOrder needs a tokenizer (there is no training split to build one from)");
+  const split = options.fileOrder
+    ? { train: new Int32Array(0), test: Int32Array.from(texts, (_, i) => i) }
+    : stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
   let trainIdx = split.train;
   let testIdx = split.test;
   if (options.limit !== undefined) trainIdx = trainIdx.subarray(0, options.limit);

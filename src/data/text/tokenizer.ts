@@ -68,8 +68,26 @@ export interface TrainTokenizerOptions {
   minCount?: number;
 }
 
+/**
+ * What the text data pipeline needs of a tokenizer: attnlip's {@link WordTokenizer}, or a
+ * Hugging Face tokenizer.json (src/hf/tokenizer.ts).
+ */
+export interface TextTokenizer {
+  /** Longest sequence, special tokens included: longer texts are truncated. */
+  readonly maxLength: number;
+  /** Vocabulary size (ids are 0..size-1). */
+  readonly size: number;
+  /**
+   * Encodes texts into a padded matrix [count, length] (row-major, padding after each text's
+   * tokens; length = `length` or maxLength) and each text's number of real tokens.
+   */
+  encodeBatch(texts: readonly string[], length?: number): { ids: Int32Array; lengths: Int32Array };
+  /** The tokens of ids (for display). */
+  decode(ids: ArrayLike<number>): string[];
+}
+
 /** A word-level tokenizer (see the module comment). Immutable once built. */
-export class WordTokenizer {
+export class WordTokenizer implements TextTokenizer {
   readonly vocab: readonly string[];
   readonly maxLength: number;
   readonly #ids: Map<string, number>;

@@ -2,7 +2,7 @@ import type { tf } from "../../backend.ts";
 import type { EvaluationRequest } from "../../data/evaluationInputs.ts";
 import type { EvaluationSplit } from "../../data/heldOut.ts";
 import { specForms, specTask, type DataTask } from "../../data/registry.ts";
-import type { WordTokenizer } from "../../data/text/tokenizer.ts";
+import type { TextTokenizer } from "../../data/text/tokenizer.ts";
 import type { TransformerClassifier } from "../../nn/model.ts";
 import { InputError } from "../../util/errors.ts";
 import type { DefaultNorm } from "../defaults.ts";
@@ -21,7 +21,7 @@ import type { ClipRange } from "../loss.ts";
 /** How a model's data is read besides its spec (text files; ignored by image kinds). */
 export interface ReadingOptions {
   /** The checkpoint's tokenizer (text; null or absent: built from the training split). */
-  tokenizer?: WordTokenizer | null;
+  tokenizer?: TextTokenizer | null;
   /** Text files: the text / label columns and the encoding (default: the checkpoint's). */
   textColumn?: string;
   labelColumn?: string;

@@ -45,6 +45,11 @@ export const TEXT_INPUTS: ModelInputKind = {
       labelColumn: reading.labelColumn,
       encoding: reading.encoding,
     });
+    const empty = chosen.split.lengths.findIndex((l) => l === 0);
+    if (empty >= 0)
+      throw new InputError(
+        `${request.who}: data ${chosen.spec}: record ${chosen.split.indices[empty] + 1} has no tokens under this model's tokenizer (an empty text, and the tokenizer adds no special token); remove it or give the text some content`,
+      );
     const { ids, mask } = textSplitTensors(chosen.split);
     return {
       spec: chosen.spec,

@@ -1,5 +1,6 @@
 import { loadTextDataset, selectTextExamples, textBatches, textBatchTensors, type TextDataset, type TextSplit } from "../../data/text/dataset.ts";
 import { classesLine, rareClassWarnings } from "../../data/text/classes.ts";
+import { WordTokenizer } from "../../data/text/tokenizer.ts";
 import { InputError } from "../../util/errors.ts";
 import { baseTextConfig, modelConfigForText } from "../modelConfig.ts";
 import type { ModelBatch, TrainingKind } from "./registry.ts";
@@ -69,7 +70,12 @@ export const TEXT_TRAINING: TrainingKind = {
         },
       };
   },
-  tokenizer: (dataset) => (dataset as TextDataset).tokenizer,
+  tokenizer(dataset) {
+    const t = (dataset as TextDataset).tokenizer;
+    // Checkpoints save attnlip's own tokenizer; training with a Hugging Face tokenizer.json is not built yet.
+    if (!(t instanceof WordTokenizer)) throw new InputError("train: only attnlip's word tokenizer can be saved in a checkpoint");
+    return t;
+  },
   describe(dataset) {
     const d = dataset as TextDataset;
     // Every distinct label of a file is a class: show them, and flag the rare ones (a typo?).

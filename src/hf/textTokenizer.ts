@@ -1,0 +1,30 @@
+import type { TextConfig } from "../nn/config.ts";
+import { HfTokenizer } from "./tokenizer.ts";
+import { HfImportError } from "./types.ts";
+
+/**
+ * The tokenizer of an imported text model: DIR/tokenizer.json, checked against the model (its
+ * ids must be rows of the model's word embeddings).
+ *
+ * @param dir the Hugging Face folder. @param config the imported model's config.
+ * @param hfConfig config.json (its `pad_token_id` pads when tokenizer.json sets no padding).
+ * @throws HfImportError when the folder has no tokenizer.json, it cannot be read, or its
+ *   vocabulary is larger than the model's.
+ * @example const tok = await hfTextTokenizer(dir, config, hfConfig, "analyze");
+ */
+export async function hfTextTokenizer(
+  dir: string,
+  config: TextConfig,
+  hfConfig: Record<string, unknown>,
+  who: string,
+): Promise<HfTokenizer> {
+  const pad = typeof hfConfig.pad_token_id === "number" ? hfConfig.pad_token_id : null;
+  const tokenizer = await HfTokenizer.load(dir, config.maxLength, pad, who);
+  if (tokenizer === null)
+    throw new HfImportError(`${who}: ${dir}: no tokenizer.json; attnlip reads texts with the model's own tokenizer (save it with tokenizer.save_pretrained into the folder)`);
+  if (tokenizer.size > config.vocabSize)
+    throw new HfImportError(`${who}: ${dir}/tokenizer.json has ${tokenizer.size} tokens, the model's word embeddings only ${config.vocabSize} (vocab_size): not this model's tokenizer?`);
+  if (tokenizer.padId < 0 || tokenizer.padId >= config.vocabSize)
+    throw new HfImportError(`${who}: ${dir}: pad id ${tokenizer.padId} is outside the model's vocabulary [0, ${config.vocabSize})`);
+  return tokenizer;
+}

@@ -1,0 +1,121 @@
+import { existsSync, statSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Tokenizer } from "@huggingface/tokenizers";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
+import { parseJsonStrict } from "../io/strictJson.ts";
+import { HfImportError } from "./types.ts";
+
+/**
+ * A Hugging Face tokenizer.json (WordPiece, byte-level BPE, Unigram...) read with
+ * @huggingface/tokenizers, the maintained pure-JavaScript port of the Rust `tokenizers` library,
+ * behind attnlip's {@link TextTokenizer}: the tokens and ids the library gives, with the special
+ * tokens of the tokenizer's post-processor ([CLS] x [SEP] for BERT; none for GPT-2).
+ *
+ * Padding: after each text's tokens (right), with the tokenizer's pad id (tokenizer.json
+ * `padding.pad_id`, else config.json's `pad_token_id`, else 0); padded tokens are masked, so a
+ * text's outputs do not depend on it. Truncation: a text longer than maxLength (the model's
+ * positions, or the tokenizer's own `truncation.max_length` when smaller) keeps its first
+ * tokens and the special tokens around them, as `truncation=True` does for one text.
+ */
+export class HfTokenizer implements TextTokenizer {
+  readonly maxLength: number;
+  readonly size: number;
+  /** The id written after a text's tokens. */
+  readonly padId: number;
+  readonly #tokenizer: Tokenizer;
+  readonly #prefix: number[];
+  readonly #suffix: number[];
+
+  private constructor(tokenizer: Tokenizer, maxLength: number, padId: number, who: string) {
+    this.#tokenizer = tokenizer;
+    this.maxLength = maxLength;
+    this.padId = padId;
+    this.size = tokenizer.get_vocab(true).size;
+    // The special tokens the post-processor puts around one text: compare a probe text with and without them.
+    const plain: number[] = tokenizer.encode("a", { add_special_tokens: false }).ids;
+    const full: number[] = tokenizer.encode("a").ids;
+    const at = full.findIndex((_, i) => plain.every((id, k) => full[i + k] === id));
+    if (plain.length === 0 || at < 0) throw new HfImportError(`${who}: tokenizer.json: cannot tell which special tokens it adds around a text`);
+    this.#prefix = full.slice(0, at);
+    this.#suffix = full.slice(at + plain.length);
+    if (this.#prefix.length + this.#suffix.length >= maxLength)
+      throw new HfImportError(`${who}: tokenizer.json adds ${this.#prefix.length + this.#suffix.length} special tokens, the model takes at most ${maxLength} tokens`);
+  }
+
+  /**
+   * Reads DIR/tokenizer.json (and DIR/tokenizer_config.json when present).
+   *
+   * @param dir the model folder. @param maxLength the model's positions.
+   * @param padTokenId config.json's `pad_token_id` (used when tokenizer.json sets no padding).
+   * @returns the tokenizer, or null when the folder has no tokenizer.json.
+   * @throws HfImportError naming the file when it is unreadable, not JSON, or not a tokenizer
+   *   the library can build.
+   * @example const tok = await HfTokenizer.load("test/fixtures/hf/bert-tiny-random", 64, 0, "analyze");
+   */
+  static async load(dir: string, maxLength: number, padTokenId: number | null, who: string): Promise<HfTokenizer | null> {
+    const path = join(dir, "tokenizer.json");
+    if (!existsSync(path)) return null;
+    const where = `${who}: ${path}`;
+    if (!statSync(path).isFile()) throw new HfImportError(`${where}: not a file`);
+    const json = await readJsonObject(path, where);
+    const configPath = join(dir, "tokenizer_config.json");
+    const config = existsSync(configPath) ? await readJsonObject(configPath, `${who}: ${configPath}`) : {};
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = new Tokenizer(json, config);
+      tokenizer.encode("a");
+    } catch (e) {
+      throw new HfImportError(`${where}: not a tokenizer @huggingface/tokenizers can read (${(e as Error).message})`);
+    }
+    const padding = json.padding as { pad_id?: unknown } | null | undefined;
+    const padId = typeof padding?.pad_id === "number" ? padding.pad_id : (padTokenId ?? 0);
+    const truncation = json.truncation as { max_length?: unknown } | null | undefined;
+    const limit = typeof truncation?.max_length === "number" ? Math.min(truncation.max_length, maxLength) : maxLength;
+    return new HfTokenizer(tokenizer, limit, padId, who);
+  }
+
+  /**
+   * A text's ids with the special tokens, truncated to maxLength (see the class comment).
+   *
+   * @example tok.encode("free money") // [2, 45, 61, 62, 3] for the BERT fixture
+   */
+  encode(text: string): number[] {
+    const ids = this.#tokenizer.encode(text).ids;
+    if (ids.length <= this.maxLength) return ids;
+    const inner = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const keep = this.maxLength - this.#prefix.length - this.#suffix.length;
+    return [...this.#prefix, ...inner.slice(0, keep), ...this.#suffix];
+  }
+
+  /** The tokens of a text as the library names them (special tokens included, before truncation). */
+  tokens(text: string): string[] {
+    return this.#tokenizer.encode(text).tokens;
+  }
+
+  encodeBatch(texts: readonly string[], length = this.maxLength): { ids: Int32Array; lengths: Int32Array } {
+    const ids = new Int32Array(texts.length * length).fill(this.padId);
+    const lengths = new Int32Array(texts.length);
+    texts.forEach((t, i) => {
+      const row = this.encode(t).slice(0, length);
+      ids.set(row, i * length);
+      lengths[i] = row.length;
+    });
+    return { ids, lengths };
+  }
+
+  decode(ids: ArrayLike<number>): string[] {
+    return Array.from(ids, (i) => this.#tokenizer.id_to_token(i) ?? "[UNK]");
+  }
+}
+
+async function readJsonObject(path: string, where: string): Promise<Record<string, unknown>> {
+  let json: unknown;
+  try {
+    json = parseJsonStrict(await readFile(path, "utf8"));
+  } catch (e) {
+    throw new HfImportError(`${where}: ${(e as Error).message}`);
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) throw new HfImportError(`${where}: not a JSON object`);
+  return json as Record<string, unknown>;
+}
