@@ -5,6 +5,7 @@ import { analyzeCommand } from "./analyzeCommand.ts";
 import { trainCommand } from "./trainCommand.ts";
 import { attackCommand } from "./attackCommand.ts";
 import { reportCommand } from "./reportCommand.ts";
+import { exportCommand } from "./exportCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 
 /**
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   program.addCommand(analyzeCommand());
   program.addCommand(attackCommand());
   program.addCommand(reportCommand());
+  program.addCommand(exportCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

@@ -1,16 +1,5 @@
-import type { DecodedTensor } from "../io/safetensors.ts";
-import type { ModelConfigInput } from "../nn/config.ts";
-import type { NamedArray } from "../nn/params.ts";
-import {
-  TensorReader,
-  hfActivation,
-  hfField,
-  hfLabels,
-  refuseSetting,
-  refuseUnused,
-  transposed,
-  type HfArchitecture,
-} from "./types.ts";
+import type { TensorEntry } from "./tensorMap.ts";
+import { hfActivation, hfField, hfLabels, refuseSetting, type HfArchitecture } from "./types.ts";
 
 /**
  * Hugging Face `BertForSequenceClassification` (transformers' modeling_bert.py): word + learned
@@ -53,46 +42,46 @@ export const bertForSequenceClassification: HfArchitecture = {
       pooler: "tanh",
     };
   },
-  weights(tensors: ReadonlyMap<string, DecodedTensor>, config: ModelConfigInput, who: string): Map<string, NamedArray> {
-    if (config.kind !== "text") throw new TypeError("bertForSequenceClassification.weights: a text config is needed");
+  tensors(config) {
+    if (config.kind !== "text") throw new TypeError("bertForSequenceClassification: a text config is needed");
     const { dModel: d, blocks, mlpHidden, classes, vocabSize, maxLength } = config;
-    const r = new TensorReader(tensors, who);
-    const out = new Map<string, NamedArray>();
     const e = "bert.embeddings";
-    out.set("tok", r.get(`${e}.word_embeddings.weight`, [vocabSize, d]));
-    out.set("pos", r.get(`${e}.position_embeddings.weight`, [maxLength, d]));
-    out.set("type", r.get(`${e}.token_type_embeddings.weight`, [config.tokenTypes ?? 2, d]));
-    out.set("embedding.norm.gamma", r.get(`${e}.LayerNorm.weight`, [d]));
-    out.set("embedding.norm.beta", r.get(`${e}.LayerNorm.bias`, [d]));
+    const out: TensorEntry[] = [
+      { hf: `${e}.word_embeddings.weight`, shape: [vocabSize, d], at: "tok", layout: "same" },
+      { hf: `${e}.position_embeddings.weight`, shape: [maxLength, d], at: "pos", layout: "same" },
+      { hf: `${e}.token_type_embeddings.weight`, shape: [config.tokenTypes ?? 2, d], at: "type", layout: "same" },
+      { hf: `${e}.LayerNorm.weight`, shape: [d], at: "embedding.norm.gamma", layout: "same" },
+      { hf: `${e}.LayerNorm.bias`, shape: [d], at: "embedding.norm.beta", layout: "same" },
+    ];
     for (let i = 0; i < blocks; i++) {
       const hf = `bert.encoder.layer.${i}`;
       const at = `blocks.${i}`;
-      for (const [m, name] of [
-        ["q", "query"],
-        ["k", "key"],
-        ["v", "value"],
-      ] as const) {
-        out.set(`${at}.attn.w${m}`, transposed(r.get(`${hf}.attention.self.${name}.weight`, [d, d])));
-        out.set(`${at}.attn.b${m}`, r.get(`${hf}.attention.self.${name}.bias`, [d]));
-      }
-      out.set(`${at}.attn.wo`, transposed(r.get(`${hf}.attention.output.dense.weight`, [d, d])));
-      out.set(`${at}.attn.bo`, r.get(`${hf}.attention.output.dense.bias`, [d]));
-      out.set(`${at}.ln1.gamma`, r.get(`${hf}.attention.output.LayerNorm.weight`, [d]));
-      out.set(`${at}.ln1.beta`, r.get(`${hf}.attention.output.LayerNorm.bias`, [d]));
-      out.set(`${at}.mlp.w1`, transposed(r.get(`${hf}.intermediate.dense.weight`, [mlpHidden, d])));
-      out.set(`${at}.mlp.b1`, r.get(`${hf}.intermediate.dense.bias`, [mlpHidden]));
-      out.set(`${at}.mlp.w2`, transposed(r.get(`${hf}.output.dense.weight`, [d, mlpHidden])));
-      out.set(`${at}.mlp.b2`, r.get(`${hf}.output.dense.bias`, [d]));
-      out.set(`${at}.ln2.gamma`, r.get(`${hf}.output.LayerNorm.weight`, [d]));
-      out.set(`${at}.ln2.beta`, r.get(`${hf}.output.LayerNorm.bias`, [d]));
+      for (const [m, name] of [["q", "query"], ["k", "key"], ["v", "value"]] as const)
+        out.push(
+          { hf: `${hf}.attention.self.${name}.weight`, shape: [d, d], at: `${at}.attn.w${m}`, layout: "transpose" },
+          { hf: `${hf}.attention.self.${name}.bias`, shape: [d], at: `${at}.attn.b${m}`, layout: "same" },
+        );
+      out.push(
+        { hf: `${hf}.attention.output.dense.weight`, shape: [d, d], at: `${at}.attn.wo`, layout: "transpose" },
+        { hf: `${hf}.attention.output.dense.bias`, shape: [d], at: `${at}.attn.bo`, layout: "same" },
+        { hf: `${hf}.attention.output.LayerNorm.weight`, shape: [d], at: `${at}.ln1.gamma`, layout: "same" },
+        { hf: `${hf}.attention.output.LayerNorm.bias`, shape: [d], at: `${at}.ln1.beta`, layout: "same" },
+        { hf: `${hf}.intermediate.dense.weight`, shape: [mlpHidden, d], at: `${at}.mlp.w1`, layout: "transpose" },
+        { hf: `${hf}.intermediate.dense.bias`, shape: [mlpHidden], at: `${at}.mlp.b1`, layout: "same" },
+        { hf: `${hf}.output.dense.weight`, shape: [d, mlpHidden], at: `${at}.mlp.w2`, layout: "transpose" },
+        { hf: `${hf}.output.dense.bias`, shape: [d], at: `${at}.mlp.b2`, layout: "same" },
+        { hf: `${hf}.output.LayerNorm.weight`, shape: [d], at: `${at}.ln2.gamma`, layout: "same" },
+        { hf: `${hf}.output.LayerNorm.bias`, shape: [d], at: `${at}.ln2.beta`, layout: "same" },
+      );
     }
-    out.set("pooler.w", transposed(r.get("bert.pooler.dense.weight", [d, d])));
-    out.set("pooler.b", r.get("bert.pooler.dense.bias", [d]));
-    out.set("head.w", transposed(r.get("classifier.weight", [classes, d])));
-    out.set("head.b", r.get("classifier.bias", [classes]));
-    // Older files keep the position_ids buffer; it holds 0..max-1 and carries no weight.
-    if (tensors.has(`${e}.position_ids`)) r.used.add(`${e}.position_ids`);
-    refuseUnused(r, "BertForSequenceClassification", who);
+    out.push(
+      { hf: "bert.pooler.dense.weight", shape: [d, d], at: "pooler.w", layout: "transpose" },
+      { hf: "bert.pooler.dense.bias", shape: [d], at: "pooler.b", layout: "same" },
+      { hf: "classifier.weight", shape: [classes, d], at: "head.w", layout: "transpose" },
+      { hf: "classifier.bias", shape: [classes], at: "head.b", layout: "same" },
+    );
     return out;
   },
+  // Older files keep the position_ids buffer (0..max-1); it carries no weight.
+  ignored: (name) => name === "bert.embeddings.position_ids",
 };

@@ -1,17 +1,5 @@
-import type { DecodedTensor } from "../io/safetensors.ts";
-import type { ModelConfigInput } from "../nn/config.ts";
-import type { NamedArray } from "../nn/params.ts";
-import {
-  TensorReader,
-  columns,
-  hfActivation,
-  hfField,
-  hfLabels,
-  refuseSetting,
-  refuseUnused,
-  transposed,
-  type HfArchitecture,
-} from "./types.ts";
+import type { TensorEntry } from "./tensorMap.ts";
+import { hfActivation, hfField, hfLabels, refuseSetting, type HfArchitecture } from "./types.ts";
 
 /**
  * Hugging Face `GPT2ForSequenceClassification` (transformers' modeling_gpt2.py): token + learned
@@ -53,39 +41,38 @@ export const gpt2ForSequenceClassification: HfArchitecture = {
       headBias: false,
     };
   },
-  weights(tensors: ReadonlyMap<string, DecodedTensor>, config: ModelConfigInput, who: string): Map<string, NamedArray> {
-    if (config.kind !== "text") throw new TypeError("gpt2ForSequenceClassification.weights: a text config is needed");
+  tensors(config) {
+    if (config.kind !== "text") throw new TypeError("gpt2ForSequenceClassification: a text config is needed");
     const { dModel: d, blocks, mlpHidden, classes, vocabSize, maxLength } = config;
-    const r = new TensorReader(tensors, who);
-    const out = new Map<string, NamedArray>();
-    out.set("tok", r.get("transformer.wte.weight", [vocabSize, d]));
-    out.set("pos", r.get("transformer.wpe.weight", [maxLength, d]));
+    const out: TensorEntry[] = [
+      { hf: "transformer.wte.weight", shape: [vocabSize, d], at: "tok", layout: "same" },
+      { hf: "transformer.wpe.weight", shape: [maxLength, d], at: "pos", layout: "same" },
+    ];
     for (let i = 0; i < blocks; i++) {
       const hf = `transformer.h.${i}`;
       const at = `blocks.${i}`;
-      out.set(`${at}.ln1.gamma`, r.get(`${hf}.ln_1.weight`, [d]));
-      out.set(`${at}.ln1.beta`, r.get(`${hf}.ln_1.bias`, [d]));
-      const w = r.get(`${hf}.attn.c_attn.weight`, [d, 3 * d]);
-      const b = r.get(`${hf}.attn.c_attn.bias`, [3 * d]);
-      (["q", "k", "v"] as const).forEach((m, k) => {
-        out.set(`${at}.attn.w${m}`, columns(w, k * d, d));
-        out.set(`${at}.attn.b${m}`, columns(b, k * d, d));
-      });
-      out.set(`${at}.attn.wo`, r.get(`${hf}.attn.c_proj.weight`, [d, d]));
-      out.set(`${at}.attn.bo`, r.get(`${hf}.attn.c_proj.bias`, [d]));
-      out.set(`${at}.ln2.gamma`, r.get(`${hf}.ln_2.weight`, [d]));
-      out.set(`${at}.ln2.beta`, r.get(`${hf}.ln_2.bias`, [d]));
-      out.set(`${at}.mlp.w1`, r.get(`${hf}.mlp.c_fc.weight`, [d, mlpHidden]));
-      out.set(`${at}.mlp.b1`, r.get(`${hf}.mlp.c_fc.bias`, [mlpHidden]));
-      out.set(`${at}.mlp.w2`, r.get(`${hf}.mlp.c_proj.weight`, [mlpHidden, d]));
-      out.set(`${at}.mlp.b2`, r.get(`${hf}.mlp.c_proj.bias`, [d]));
-      // Older files keep the causal-mask buffers attn.bias / attn.masked_bias; they carry no weight.
-      for (const buffer of [`${hf}.attn.bias`, `${hf}.attn.masked_bias`]) if (tensors.has(buffer)) r.used.add(buffer);
+      out.push(
+        { hf: `${hf}.ln_1.weight`, shape: [d], at: `${at}.ln1.gamma`, layout: "same" },
+        { hf: `${hf}.ln_1.bias`, shape: [d], at: `${at}.ln1.beta`, layout: "same" },
+        { hf: `${hf}.attn.c_attn.weight`, shape: [d, 3 * d], at: ["q", "k", "v"].map((m) => `${at}.attn.w${m}`), layout: "columns" },
+        { hf: `${hf}.attn.c_attn.bias`, shape: [3 * d], at: ["q", "k", "v"].map((m) => `${at}.attn.b${m}`), layout: "columns" },
+        { hf: `${hf}.attn.c_proj.weight`, shape: [d, d], at: `${at}.attn.wo`, layout: "same" },
+        { hf: `${hf}.attn.c_proj.bias`, shape: [d], at: `${at}.attn.bo`, layout: "same" },
+        { hf: `${hf}.ln_2.weight`, shape: [d], at: `${at}.ln2.gamma`, layout: "same" },
+        { hf: `${hf}.ln_2.bias`, shape: [d], at: `${at}.ln2.beta`, layout: "same" },
+        { hf: `${hf}.mlp.c_fc.weight`, shape: [d, mlpHidden], at: `${at}.mlp.w1`, layout: "same" },
+        { hf: `${hf}.mlp.c_fc.bias`, shape: [mlpHidden], at: `${at}.mlp.b1`, layout: "same" },
+        { hf: `${hf}.mlp.c_proj.weight`, shape: [mlpHidden, d], at: `${at}.mlp.w2`, layout: "same" },
+        { hf: `${hf}.mlp.c_proj.bias`, shape: [d], at: `${at}.mlp.b2`, layout: "same" },
+      );
     }
-    out.set("norm.gamma", r.get("transformer.ln_f.weight", [d]));
-    out.set("norm.beta", r.get("transformer.ln_f.bias", [d]));
-    out.set("head.w", transposed(r.get("score.weight", [classes, d])));
-    refuseUnused(r, "GPT2ForSequenceClassification", who);
+    out.push(
+      { hf: "transformer.ln_f.weight", shape: [d], at: "norm.gamma", layout: "same" },
+      { hf: "transformer.ln_f.bias", shape: [d], at: "norm.beta", layout: "same" },
+      { hf: "score.weight", shape: [classes, d], at: "head.w", layout: "transpose" },
+    );
     return out;
   },
+  // Older files keep the causal-mask buffers attn.bias and attn.masked_bias; they carry no weight.
+  ignored: (name) => /^transformer\.h\.\d+\.attn\.(bias|masked_bias)$/.test(name),
 };

@@ -1,11 +1,12 @@
 import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readSafetensors } from "../io/safetensors.ts";
+import { readSafetensors, type DecodedTensor } from "../io/safetensors.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
+import { importTensors } from "./tensorMap.ts";
 import { HfImportError, type HfArchitecture } from "./types.ts";
 
 /** A model imported from a Hugging Face folder. The caller disposes `model`. */
@@ -52,8 +53,8 @@ export async function isHfFolder(dir: string): Promise<boolean> {
  * @param who the command, first word of error messages.
  * @throws HfImportError (an InputError: one line from the CLI) naming the folder and the problem:
  *   no config.json, an architecture attnlip does not import (with the supported list), a
- *   setting without an attnlip equivalent, a missing, mis-shaped or unused tensor, or sharded
- *   weights (model.safetensors.index.json; not supported yet).
+ *   setting without an attnlip equivalent, a missing, mis-shaped or unused tensor, or a broken
+ *   shard index (model.safetensors.index.json: sharded weights are read shard by shard).
  * @example
  *   const { model } = await loadHfModel("test/fixtures/hf/vit-tiny-random", "analyze");
  *   model.forward(images).logits; // [b, classes]
@@ -78,16 +79,8 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     if (e instanceof ConfigError) throw new HfImportError(`${where}: config.json gives an invalid model: ${e.message}`);
     throw e;
   }
-  const weightsPath = join(dir, "model.safetensors");
-  if (existsSync(weightsPath) && !statSync(weightsPath).isFile())
-    throw new HfImportError(`${where}: model.safetensors is not a file`);
-  if (!existsSync(weightsPath)) {
-    if (existsSync(join(dir, "model.safetensors.index.json")))
-      throw new HfImportError(`${where}: sharded weights (model.safetensors.index.json) are not supported yet; save the model with a larger max_shard_size`);
-    throw new HfImportError(`${where}: no model.safetensors (attnlip reads safetensors weights, not pytorch_model.bin)`);
-  }
-  const { tensors } = await readSafetensors(weightsPath, { name: `${where}/model.safetensors` });
-  const weights = arch.weights(tensors, config, where);
+  const tensors = await readWeights(dir, where);
+  const weights = importTensors(arch.tensors(config), tensors, arch.name, where, arch.ignored);
   tensors.clear();
   const model = createModel(config);
   try {
@@ -111,4 +104,52 @@ function architectureOf(hf: Record<string, unknown>, where: string): HfArchitect
   if (hf.model_type !== undefined && hf.model_type !== arch.modelType)
     throw new HfImportError(`${where}: config.json: model_type ${JSON.stringify(hf.model_type)} does not match architecture ${arch.name} (model_type "${arch.modelType}")`);
   return arch;
+}
+
+/**
+ * The folder's tensors: model.safetensors, or the shards model.safetensors.index.json lists
+ * (its `weight_map`: tensor name -> shard file), read one shard at a time.
+ *
+ * @throws HfImportError when neither exists, a path is not a file, the index is malformed, a
+ *   shard is missing, a shard lacks a tensor the index puts there, or two shards hold one tensor.
+ */
+async function readWeights(dir: string, where: string): Promise<Map<string, DecodedTensor>> {
+  const single = join(dir, "model.safetensors");
+  const index = join(dir, "model.safetensors.index.json");
+  if (existsSync(single)) {
+    if (!statSync(single).isFile()) throw new HfImportError(`${where}: model.safetensors is not a file`);
+    return (await readSafetensors(single, { name: `${where}/model.safetensors` })).tensors;
+  }
+  if (!existsSync(index)) throw new HfImportError(`${where}: no model.safetensors (attnlip reads safetensors weights, not pytorch_model.bin)`);
+  let map: Record<string, unknown>;
+  try {
+    const json = parseJsonStrict(await readFile(index, "utf8")) as { weight_map?: unknown };
+    if (typeof json?.weight_map !== "object" || json.weight_map === null || Array.isArray(json.weight_map)) throw new SyntaxError('no "weight_map" object');
+    map = json.weight_map as Record<string, unknown>;
+  } catch (e) {
+    throw new HfImportError(`${where}: model.safetensors.index.json: ${(e as Error).message}`);
+  }
+  const shards = new Map<string, string[]>();
+  for (const [name, file] of Object.entries(map)) {
+    if (typeof file !== "string" || file.includes("/") || file.includes("\\") || !file.endsWith(".safetensors"))
+      throw new HfImportError(`${where}: model.safetensors.index.json: tensor "${name}" names shard ${JSON.stringify(file)}, expected a .safetensors file in the folder`);
+    shards.set(file, [...(shards.get(file) ?? []), name]);
+  }
+  const tensors = new Map<string, DecodedTensor>();
+  for (const [file, names] of shards) {
+    const path = join(dir, file);
+    if (!existsSync(path) || !statSync(path).isFile()) throw new HfImportError(`${where}: shard ${file} (listed in model.safetensors.index.json) is missing`);
+    const shard = (await readSafetensors(path, { name: `${where}/${file}` })).tensors;
+    for (const name of names) {
+      const t = shard.get(name);
+      if (t === undefined) throw new HfImportError(`${where}: shard ${file} has no tensor "${name}" (model.safetensors.index.json puts it there)`);
+      tensors.set(name, t);
+    }
+    for (const name of shard.keys())
+      if (!names.includes(name)) {
+        if (tensors.has(name) || map[name] !== undefined) continue;
+        throw new HfImportError(`${where}: shard ${file} holds tensor "${name}", which model.safetensors.index.json does not list`);
+      }
+  }
+  return tensors;
 }

@@ -24,11 +24,13 @@ export class HfTokenizer implements TextTokenizer {
   /** The id written after a text's tokens. */
   readonly padId: number;
   readonly #tokenizer: Tokenizer;
+  readonly #json: Record<string, unknown>;
   readonly #prefix: number[];
   readonly #suffix: number[];
 
-  private constructor(tokenizer: Tokenizer, maxLength: number, padId: number, who: string) {
+  private constructor(tokenizer: Tokenizer, json: Record<string, unknown>, maxLength: number, padId: number, who: string) {
     this.#tokenizer = tokenizer;
+    this.#json = json;
     this.maxLength = maxLength;
     this.padId = padId;
     this.size = tokenizer.get_vocab(true).size;
@@ -61,6 +63,18 @@ export class HfTokenizer implements TextTokenizer {
     const json = await readJsonObject(path, where);
     const configPath = join(dir, "tokenizer_config.json");
     const config = existsSync(configPath) ? await readJsonObject(configPath, `${who}: ${configPath}`) : {};
+    return HfTokenizer.fromJSON(json, maxLength, padTokenId, where, config);
+  }
+
+  /**
+   * A tokenizer from the tokenizer.json document (see {@link load}).
+   *
+   * @param where the file, first words of error messages.
+   * @param config tokenizer_config.json's content ({} when absent).
+   * @throws HfImportError when the library cannot build a tokenizer from it.
+   * @example HfTokenizer.fromJSON(JSON.parse(text), 512, 0, "train: run/tokenizer.json")
+   */
+  static fromJSON(json: Record<string, unknown>, maxLength: number, padTokenId: number | null, where: string, config: Record<string, unknown> = {}): HfTokenizer {
     let tokenizer: Tokenizer;
     try {
       tokenizer = new Tokenizer(json, config);
@@ -72,7 +86,12 @@ export class HfTokenizer implements TextTokenizer {
     const padId = typeof padding?.pad_id === "number" ? padding.pad_id : (padTokenId ?? 0);
     const truncation = json.truncation as { max_length?: unknown } | null | undefined;
     const limit = typeof truncation?.max_length === "number" ? Math.min(truncation.max_length, maxLength) : maxLength;
-    return new HfTokenizer(tokenizer, limit, padId, who);
+    return new HfTokenizer(tokenizer, json, limit, padId, where);
+  }
+
+  /** The tokenizer.json document it was built from (saved with checkpoints and exports). */
+  toJSON(): Record<string, unknown> {
+    return this.#json;
   }
 
   /**

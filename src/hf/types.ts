@@ -1,6 +1,6 @@
 import type { DecodedTensor } from "../io/safetensors.ts";
-import type { ModelConfigInput } from "../nn/config.ts";
-import type { NamedArray } from "../nn/params.ts";
+import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
+import type { TensorEntry } from "./tensorMap.ts";
 import { InputError } from "../util/errors.ts";
 
 /**
@@ -21,13 +21,12 @@ export interface HfArchitecture {
    */
   config(hf: Record<string, unknown>, who: string): ModelConfigInput;
   /**
-   * attnlip's parameters from the file's tensors, with the layout changes (nn.Linear weights
-   * are [out, in], attnlip's [in, out]; Conv2d patch weights [d, c, p, p], attnlip's rows of
-   * (py, px, channel)).
-   *
-   * @throws HfImportError naming a missing or mis-shaped tensor.
+   * Which file tensor holds which attnlip parameters, in which layout (tensorMap.ts): read one
+   * way to import, the other way to export.
    */
-  weights(tensors: ReadonlyMap<string, DecodedTensor>, config: ModelConfigInput, who: string): Map<string, NamedArray>;
+  tensors(config: ModelConfig): TensorEntry[];
+  /** File tensors that carry no weight and are skipped on import (older files' buffers). */
+  ignored?(name: string): boolean;
 }
 
 /** A Hugging Face folder attnlip cannot import, with what is wrong and what is supported. */
@@ -121,49 +120,13 @@ export class TensorReader {
   }
 }
 
-/** An nn.Linear weight [out, in] as attnlip's [in, out]. */
-export function transposed(t: DecodedTensor): NamedArray {
-  const [rows, cols] = t.shape;
-  const out = new Float32Array(rows * cols);
-  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = t.data[r * cols + c];
-  return { data: out, shape: [cols, rows] };
-}
-
-/** A tensor with a new shape of the same size (no copy). */
-export function reshaped(t: DecodedTensor, shape: number[]): NamedArray {
-  return { data: t.data, shape };
-}
-
-/**
- * Columns [start, start + count) of a 2-D tensor [rows, cols] (GPT-2's fused c_attn [d, 3d] holds
- * W_Q, W_K, W_V side by side), or entries [start, start + count) of a 1-D one.
- *
- * @example columns({ data, shape: [32, 96] }, 32, 32) // W_K [32, 32]
- */
-export function columns(t: { data: Float32Array; shape: readonly number[] }, start: number, count: number): NamedArray {
-  if (t.shape.length === 1) return { data: t.data.slice(start, start + count), shape: [count] };
-  const [rows, cols] = t.shape;
-  const out = new Float32Array(rows * count);
-  for (let r = 0; r < rows; r++) out.set(t.data.subarray(r * cols + start, r * cols + start + count), r * count);
-  return { data: out, shape: [rows, count] };
-}
-
 /**
  * Refuses a config.json setting attnlip does not compute: `who: config.json: KEY VALUE is not
- * supported (WHY)` when hf[key] is present and differs from `expected`.
+ * supported (WHY)` when hf[key] is present, not null, and differs from `expected`.
  *
  * @example refuseSetting({ is_decoder: true }, "is_decoder", false, "decoder models are not imported", "analyze: DIR") // throws
  */
 export function refuseSetting(hf: Record<string, unknown>, key: string, expected: unknown, why: string, who: string): void {
   if (key in hf && hf[key] !== null && hf[key] !== expected)
     throw new HfImportError(`${who}: config.json: ${key} ${JSON.stringify(hf[key])} is not supported (${why})`);
-}
-
-/** Refuses a file with tensors the importer did not read (they would be dropped silently). */
-export function refuseUnused(r: TensorReader, architecture: string, who: string): void {
-  const unused = r.unused();
-  if (unused.length > 0)
-    throw new HfImportError(
-      `${who}: model.safetensors holds tensors a ${architecture} does not use (${unused.slice(0, 5).join(", ")}${unused.length > 5 ? `, and ${unused.length - 5} more` : ""}); attnlip refuses to drop them silently`,
-    );
 }

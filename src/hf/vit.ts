@@ -1,17 +1,6 @@
-import type { DecodedTensor } from "../io/safetensors.ts";
-import type { ModelConfigInput } from "../nn/config.ts";
-import type { NamedArray } from "../nn/params.ts";
-import {
-  HfImportError,
-  TensorReader,
-  hfActivation,
-  hfField,
-  hfLabels,
-  refuseUnused,
-  reshaped,
-  transposed,
-  type HfArchitecture,
-} from "./types.ts";
+import type { VitConfig } from "../nn/config.ts";
+import type { TensorEntry } from "./tensorMap.ts";
+import { HfImportError, hfActivation, hfField, hfLabels, type HfArchitecture } from "./types.ts";
 
 /**
  * Hugging Face `ViTForImageClassification` (transformers' modeling_vit.py): a pre-LN ViT with a
@@ -49,52 +38,77 @@ export const vitForImageClassification: HfArchitecture = {
       dropout: 0,
     };
   },
-  weights(tensors: ReadonlyMap<string, DecodedTensor>, config: ModelConfigInput, who: string): Map<string, NamedArray> {
-    if (config.kind !== "vit") throw new TypeError("vitForImageClassification.weights: a vit config is needed");
-    const { dModel: d, channels = 3, patchSize: p, imageSize, blocks, mlpHidden, classes } = config;
-    const qkvBias = config.qkvBias ?? true;
-    const r = new TensorReader(tensors, who);
-    const out = new Map<string, NamedArray>();
-    // Conv2d weight [d, c, p, p] -> patch.w [p*p*c, d], rows in attnlip's (py, px, channel) order.
-    const conv = r.get("vit.embeddings.patch_embeddings.projection.weight", [d, channels, p, p]);
-    const patch = new Float32Array(p * p * channels * d);
-    for (let o = 0; o < d; o++)
-      for (let ch = 0; ch < channels; ch++)
-        for (let py = 0; py < p; py++)
-          for (let px = 0; px < p; px++)
-            patch[((py * p + px) * channels + ch) * d + o] = conv.data[((o * channels + ch) * p + py) * p + px];
-    out.set("patch.w", { data: patch, shape: [p * p * channels, d] });
-    out.set("patch.b", r.get("vit.embeddings.patch_embeddings.projection.bias", [d]));
-    out.set("cls", reshaped(r.get("vit.embeddings.cls_token", [1, 1, d]), [1, d]));
+  tensors(config) {
+    if (config.kind !== "vit") throw new TypeError("vitForImageClassification: a vit config is needed");
+    const { dModel: d, channels, patchSize: p, imageSize, blocks, mlpHidden, classes, qkvBias } = config;
     const tokens = (imageSize / p) ** 2 + 1;
-    out.set("pos", reshaped(r.get("vit.embeddings.position_embeddings", [1, tokens, d]), [tokens, d]));
+    const out: TensorEntry[] = [
+      { hf: "vit.embeddings.patch_embeddings.projection.weight", shape: [d, channels, p, p], at: "patch.w", layout: "conv" },
+      { hf: "vit.embeddings.patch_embeddings.projection.bias", shape: [d], at: "patch.b", layout: "same" },
+      { hf: "vit.embeddings.cls_token", shape: [1, 1, d], at: "cls", layout: "same", atShape: [1, d] },
+      { hf: "vit.embeddings.position_embeddings", shape: [1, tokens, d], at: "pos", layout: "same", atShape: [tokens, d] },
+    ];
     for (let i = 0; i < blocks; i++) {
       const hf = `vit.encoder.layer.${i}`;
       const at = `blocks.${i}`;
-      for (const [m, name] of [
-        ["q", "query"],
-        ["k", "key"],
-        ["v", "value"],
-      ] as const) {
-        out.set(`${at}.attn.w${m}`, transposed(r.get(`${hf}.attention.attention.${name}.weight`, [d, d])));
-        if (qkvBias) out.set(`${at}.attn.b${m}`, r.get(`${hf}.attention.attention.${name}.bias`, [d]));
+      for (const [m, name] of [["q", "query"], ["k", "key"], ["v", "value"]] as const) {
+        out.push({ hf: `${hf}.attention.attention.${name}.weight`, shape: [d, d], at: `${at}.attn.w${m}`, layout: "transpose" });
+        if (qkvBias) out.push({ hf: `${hf}.attention.attention.${name}.bias`, shape: [d], at: `${at}.attn.b${m}`, layout: "same" });
       }
-      out.set(`${at}.attn.wo`, transposed(r.get(`${hf}.attention.output.dense.weight`, [d, d])));
-      out.set(`${at}.attn.bo`, r.get(`${hf}.attention.output.dense.bias`, [d]));
-      out.set(`${at}.ln1.gamma`, r.get(`${hf}.layernorm_before.weight`, [d]));
-      out.set(`${at}.ln1.beta`, r.get(`${hf}.layernorm_before.bias`, [d]));
-      out.set(`${at}.ln2.gamma`, r.get(`${hf}.layernorm_after.weight`, [d]));
-      out.set(`${at}.ln2.beta`, r.get(`${hf}.layernorm_after.bias`, [d]));
-      out.set(`${at}.mlp.w1`, transposed(r.get(`${hf}.intermediate.dense.weight`, [mlpHidden, d])));
-      out.set(`${at}.mlp.b1`, r.get(`${hf}.intermediate.dense.bias`, [mlpHidden]));
-      out.set(`${at}.mlp.w2`, transposed(r.get(`${hf}.output.dense.weight`, [d, mlpHidden])));
-      out.set(`${at}.mlp.b2`, r.get(`${hf}.output.dense.bias`, [d]));
+      out.push(
+        { hf: `${hf}.attention.output.dense.weight`, shape: [d, d], at: `${at}.attn.wo`, layout: "transpose" },
+        { hf: `${hf}.attention.output.dense.bias`, shape: [d], at: `${at}.attn.bo`, layout: "same" },
+        { hf: `${hf}.layernorm_before.weight`, shape: [d], at: `${at}.ln1.gamma`, layout: "same" },
+        { hf: `${hf}.layernorm_before.bias`, shape: [d], at: `${at}.ln1.beta`, layout: "same" },
+        { hf: `${hf}.layernorm_after.weight`, shape: [d], at: `${at}.ln2.gamma`, layout: "same" },
+        { hf: `${hf}.layernorm_after.bias`, shape: [d], at: `${at}.ln2.beta`, layout: "same" },
+        { hf: `${hf}.intermediate.dense.weight`, shape: [mlpHidden, d], at: `${at}.mlp.w1`, layout: "transpose" },
+        { hf: `${hf}.intermediate.dense.bias`, shape: [mlpHidden], at: `${at}.mlp.b1`, layout: "same" },
+        { hf: `${hf}.output.dense.weight`, shape: [d, mlpHidden], at: `${at}.mlp.w2`, layout: "transpose" },
+        { hf: `${hf}.output.dense.bias`, shape: [d], at: `${at}.mlp.b2`, layout: "same" },
+      );
     }
-    out.set("norm.gamma", r.get("vit.layernorm.weight", [d]));
-    out.set("norm.beta", r.get("vit.layernorm.bias", [d]));
-    out.set("head.w", transposed(r.get("classifier.weight", [classes, d])));
-    out.set("head.b", r.get("classifier.bias", [classes]));
-    refuseUnused(r, "ViTForImageClassification", who);
+    out.push(
+      { hf: "vit.layernorm.weight", shape: [d], at: "norm.gamma", layout: "same" },
+      { hf: "vit.layernorm.bias", shape: [d], at: "norm.beta", layout: "same" },
+      { hf: "classifier.weight", shape: [classes, d], at: "head.w", layout: "transpose" },
+      { hf: "classifier.bias", shape: [classes], at: "head.b", layout: "same" },
+    );
     return out;
   },
 };
+
+/**
+ * A ViTForImageClassification config.json for an attnlip-trained ViT (for export): its sizes,
+ * activation ("gelu" for exact GELU, "gelu_pytorch_tanh" for the tanh form), LayerNorm eps,
+ * biases, and the class names as id2label.
+ *
+ * @param labels class names (default "0", "1", ...).
+ * @throws HfImportError for a post-LN ViT (Hugging Face's ViT is pre-LN).
+ * @example vitHfConfig(modelPreset("vit-tiny"), undefined, "export").hidden_size // 64
+ */
+export function vitHfConfig(config: VitConfig, labels: readonly string[] | undefined, who: string): Record<string, unknown> {
+  if (config.norm !== "pre") throw new HfImportError(`${who}: a post-LN ViT has no Hugging Face equivalent (ViTForImageClassification is pre-LN)`);
+  const names = Array.from({ length: config.classes }, (_, i) => labels?.[i] ?? String(i));
+  return {
+    architectures: ["ViTForImageClassification"],
+    model_type: "vit",
+    attention_probs_dropout_prob: 0,
+    dtype: "float32",
+    encoder_stride: config.patchSize,
+    hidden_act: config.activation === "gelu-erf" ? "gelu" : "gelu_pytorch_tanh",
+    hidden_dropout_prob: 0,
+    hidden_size: config.dModel,
+    id2label: Object.fromEntries(names.map((n, i) => [String(i), n])),
+    image_size: config.imageSize,
+    initializer_range: 0.02,
+    intermediate_size: config.mlpHidden,
+    label2id: Object.fromEntries(names.map((n, i) => [n, i])),
+    layer_norm_eps: config.lnEps,
+    num_attention_heads: config.heads,
+    num_channels: config.channels,
+    num_hidden_layers: config.blocks,
+    patch_size: config.patchSize,
+    qkv_bias: config.qkvBias,
+  };
+}

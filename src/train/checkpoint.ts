@@ -11,7 +11,8 @@ import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
-import { WordTokenizer } from "../data/text/tokenizer.ts";
+import { WordTokenizer, type TextTokenizer } from "../data/text/tokenizer.ts";
+import { HfTokenizer } from "../hf/tokenizer.ts";
 import {
   decodeFingerprints,
   encodeFingerprints,
@@ -27,7 +28,9 @@ import {
  *   model.safetensors      the parameters, F32, named as model.params (metadata: step)
  *   optimizer.safetensors  AdamW moments "m.<param>" and "v.<param>", F32 (metadata: step)
  *   train_state.json       {@link TrainState}: epoch, step, seed, data, settings, RNG state
- *   tokenizer.json         text models only: the vocabulary (data/text/tokenizer.ts)
+ *   tokenizer.json         text models only: the vocabulary (data/text/tokenizer.ts), or the
+ *                          Hugging Face tokenizer.json of a fine-tuned imported model
+ *   hf_config.json         a fine-tuned Hugging Face model only: its config.json (src/hf/)
  *   fingerprints.json      the training inputs' fingerprints (data/fingerprints.ts), so that
  *                          evaluation leaves them out of any data (absent in older checkpoints)
  *
@@ -47,7 +50,7 @@ export class CheckpointError extends InputError {
 
 export const CHECKPOINT_FILES = ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"] as const;
 /** Files a checkpoint may hold besides {@link CHECKPOINT_FILES} (text models: the tokenizer). */
-export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json", "fingerprints.json"] as const;
+export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json", "fingerprints.json", "hf_config.json"] as const;
 type CheckpointFile = (typeof CHECKPOINT_FILES)[number] | (typeof OPTIONAL_CHECKPOINT_FILES)[number];
 const ALL_FILES: readonly string[] = [...CHECKPOINT_FILES, ...OPTIONAL_CHECKPOINT_FILES];
 const JOURNAL = "checkpoint.commit.json";
@@ -136,6 +139,14 @@ export const TrainStateSchema = z.strictObject({
     beta2: z.number(),
     epsilon: z.number(),
   }),
+  /**
+   * Where the weights came from when the run fine-tunes a Hugging Face model (absent: a fresh
+   * initialisation with `seed`): the folder's absolute path and its architecture. Its config.json
+   * is kept as hf_config.json so that the run exports back to the same format.
+   */
+  pretrained: z
+    .strictObject({ source: z.literal("huggingface"), path: z.string(), architecture: z.string() })
+    .optional(),
   /** State of the shuffling generator after the last completed epoch (uint32). */
   rng: z.strictObject({ shuffle: z.number().int().min(0).max(0xffffffff) }),
   /** Training wall time so far, seconds (excluding evaluation and checkpoints). */
@@ -188,7 +199,9 @@ export interface LoadedCheckpoint {
   config: ModelConfig;
   trainState: TrainState;
   /** Text models: the tokenizer of tokenizer.json (null when the checkpoint has none). */
-  tokenizer: WordTokenizer | null;
+  tokenizer: TextTokenizer | null;
+  /** A fine-tuned Hugging Face model's config.json (hf_config.json; null otherwise). */
+  hfConfig: Record<string, unknown> | null;
   /** The training inputs of fingerprints.json (null: an older checkpoint without it). */
   trainingInputs: TrainingInputs | null;
 }
@@ -264,8 +277,10 @@ export async function saveCheckpoint(
     model: Model;
     optimizer: AdamW;
     state: TrainState;
-    tokenizer?: WordTokenizer | null;
+    tokenizer?: TextTokenizer | null;
     trainingInputs?: TrainingInputs | null;
+    /** A fine-tuned Hugging Face model's config.json, saved as hf_config.json. */
+    hfConfig?: Record<string, unknown> | null;
   },
 ): Promise<void> {
   await mkdir(dir, { recursive: true });
@@ -280,6 +295,7 @@ export async function saveCheckpoint(
     "train_state.json": JSON.stringify(parts.state, null, 2) + "\n",
   };
   if (parts.tokenizer) contents["tokenizer.json"] = JSON.stringify(parts.tokenizer.toJSON()) + "\n";
+  if (parts.hfConfig) contents["hf_config.json"] = JSON.stringify(parts.hfConfig, null, 2) + "\n";
   if (parts.trainingInputs) {
     const { input, fingerprints } = parts.trainingInputs;
     const file: z.input<typeof FingerprintFileSchema> = {
@@ -382,12 +398,22 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const { tensors, metadata } = await readTensors(dir, "model.safetensors", expected);
     metadataStep(dir, "model.safetensors", metadata, trainState.step);
     model.setWeights(tensors);
-    let tokenizer: WordTokenizer | null = null;
+    const hfConfig = existsSync(join(dir, "hf_config.json")) ? await readJson(dir, "hf_config.json") : null;
+    if (hfConfig !== null && (typeof hfConfig !== "object" || Array.isArray(hfConfig)))
+      fail(dir, "hf_config.json: not a JSON object");
+    if ((hfConfig === null) !== (trainState.pretrained === undefined))
+      fail(dir, trainState.pretrained ? "missing hf_config.json (train_state.json says the run fine-tunes a Hugging Face model)" : "hf_config.json is there, but train_state.json records no Hugging Face model");
+    let tokenizer: TextTokenizer | null = null;
     if (config.kind === "text") {
       if (!existsSync(join(dir, "tokenizer.json"))) fail(dir, "missing tokenizer.json (a text model needs its vocabulary)");
       const json = await readJson(dir, "tokenizer.json");
       try {
-        tokenizer = WordTokenizer.fromJSON(json);
+        if (hfConfig === null) tokenizer = WordTokenizer.fromJSON(json);
+        else {
+          if (typeof json !== "object" || json === null || Array.isArray(json)) throw new Error("tokenizer.json: not a JSON object");
+          const pad = (hfConfig as Record<string, unknown>).pad_token_id;
+          tokenizer = HfTokenizer.fromJSON(json as Record<string, unknown>, config.maxLength, typeof pad === "number" ? pad : null, "tokenizer.json");
+        }
       } catch (e) {
         fail(dir, (e as Error).message);
       }
@@ -400,7 +426,7 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const trainingInputs = existsSync(join(dir, "fingerprints.json"))
       ? await readTrainingInputs(dir, config, recordedInputs)
       : null;
-    return { model, config, trainState, tokenizer, trainingInputs };
+    return { model, config, trainState, tokenizer, trainingInputs, hfConfig: hfConfig as Record<string, unknown> | null };
   } catch (e) {
     model.dispose();
     throw e;

@@ -189,6 +189,7 @@ export async function trainEpoch(
       state,
       tokenizer: kind.tokenizer(dataset),
       trainingInputs: run.trainingInputs,
+      hfConfig: run.hfConfig,
     });
   const testText =
     test === null

@@ -9,6 +9,9 @@ import type { TextDataset } from "../data/text/dataset.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import type { ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
+import { isHfFolder, loadHfModel, type HfModel } from "../hf/load.ts";
+import { hfTextTokenizer } from "../hf/textTokenizer.ts";
 import { InputError } from "../util/errors.ts";
 import {
   isCheckpointFolder,
@@ -111,6 +114,8 @@ export interface TrainingRun {
   state: TrainState;
   /** Output folder (absolute), or null. */
   out: string | null;
+  /** A fine-tuned Hugging Face model's config.json (saved with each checkpoint; null otherwise). */
+  hfConfig: Record<string, unknown> | null;
 }
 
 function positiveInt(name: string, v: number | undefined, fallback: number): number {
@@ -196,19 +201,28 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     );
   const spec = options.data ?? "mnist";
   const kind = options.dataset !== undefined ? kindOfDataset(options.dataset) : kindOfSpec(spec);
-  const { dataset, config } = await kind.loadFresh(
-    spec,
-    {
-      seed,
-      model: options.model,
-      limit: options.limit,
-      testLimit: options.testLimit,
-      textColumn: options.textColumn,
-      labelColumn: options.labelColumn,
-      encoding: options.encoding,
-    },
-    options.dataset,
-  );
+  const hf = typeof options.model === "string" && (await isHfFolder(options.model)) ? await importForTraining(options.model) : null;
+  let loaded;
+  try {
+    loaded = await kind.loadFresh(
+      spec,
+      {
+        seed,
+        model: options.model,
+        limit: options.limit,
+        testLimit: options.testLimit,
+        textColumn: options.textColumn,
+        labelColumn: options.labelColumn,
+        encoding: options.encoding,
+        pretrained: hf === null ? undefined : { config: hf.config, tokenizer: hf.tokenizer },
+      },
+      options.dataset,
+    );
+  } catch (e) {
+    hf?.model.dispose();
+    throw e;
+  }
+  const { dataset, config } = loaded;
   let layers: number[] | null = null;
   try {
     layers =
@@ -262,7 +276,8 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     trainSeconds: 0,
     history: [],
   };
-  const model = createModel(config, seed);
+  if (hf !== null) state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
+  const model = hf?.model ?? createModel(config, seed);
   const optimizer = new AdamW(model.params.entries(), { weightDecay });
   if (out !== null) {
     await mkdir(out, { recursive: true });
@@ -270,7 +285,24 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   }
   const held = heldOutTest(kind, dataset);
   recordHeldOut(state, held);
-  return { model, optimizer, state, out, kind, ...held };
+  return { model, optimizer, state, out, kind, hfConfig: hf?.hfConfig ?? null, ...held };
+}
+
+/**
+ * A Hugging Face model to fine-tune: the imported model, its config.json and, for text, its
+ * tokenizer (src/hf/).
+ *
+ * @throws HfImportError on a folder attnlip cannot import (named `model:`).
+ */
+async function importForTraining(dir: string): Promise<HfModel & { tokenizer: TextTokenizer | null }> {
+  const hf = await loadHfModel(dir, "model");
+  try {
+    const tokenizer = hf.config.kind === "text" ? await hfTextTokenizer(dir, hf.config, hf.hfConfig, "model") : null;
+    return { ...hf, tokenizer };
+  } catch (e) {
+    hf.model.dispose();
+    throw e;
+  }
 }
 
 /**
@@ -315,7 +347,7 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
     await truncateMetrics(join(out, "metrics.jsonl"), state.step);
     const held = heldOutTest(kind, dataset);
     recordHeldOut(state, held);
-    return { model, optimizer, state, out, kind, ...held };
+    return { model, optimizer, state, out, kind, hfConfig: ckpt.hfConfig, ...held };
   } catch (e) {
     model.dispose();
     throw e;

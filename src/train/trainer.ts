@@ -1,6 +1,7 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { SeededRng } from "../data/dataset.ts";
+import { HF_EXPORT_FOLDER, hfExportOf, writeHfFolder } from "../hf/export.ts";
 import type { Model } from "../nn/create.ts";
 import type { TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
@@ -125,6 +126,15 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   }
   await stepper.close();
   run.optimizer.dispose();
+  if (out !== null && run.hfConfig !== null && state.epoch === state.epochs) {
+    // A fine-tuned Hugging Face model is also written in its own format, next to the checkpoint.
+    const exported = hfExportOf(
+      { config: run.model.config, weights: run.model.getWeights(), hfConfig: run.hfConfig, tokenizer: run.kind.tokenizer(run.dataset)?.toJSON() ?? null },
+      "train",
+    );
+    await writeHfFolder(join(out, HF_EXPORT_FOLDER), exported, "train", { replace: true });
+    progress.log(`wrote ${join(out, HF_EXPORT_FOLDER)} (Hugging Face ${exported.architecture.name}, the fine-tuned weights)`);
+  }
   return {
     model: run.model,
     trainState: state,

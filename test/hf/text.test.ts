@@ -4,7 +4,7 @@
 // exact Jacobian spectral norms computed by the library itself in float64 (reference.json).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
@@ -12,6 +12,7 @@ import { loadHfModel } from "../../src/hf/load.ts";
 import { hfTextTokenizer } from "../../src/hf/textTokenizer.ts";
 import { HfTokenizer } from "../../src/hf/tokenizer.ts";
 import { HfImportError } from "../../src/hf/types.ts";
+import { encodeSafetensors, readSafetensors } from "../../src/io/safetensors.ts";
 import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
 import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
 import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
@@ -219,4 +220,32 @@ test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FIL
   const attack = JSON.parse(readFileSync(join(work, "gpt2.json"), "utf8")) as { split: { order: string }; model: { pooling: string; causal: boolean } };
   assert.equal(attack.split.order, "file");
   assert.deepEqual([attack.model.pooling, attack.model.causal], ["last", true]);
+});
+
+test("sharded weights (model.safetensors.index.json) import as the single file does; a missing shard is named", async () => {
+  await useBackend("wasm");
+  const d = mkdtempSync(join(tmpdir(), "attnlip-hf-shards-"));
+  for (const f of ["config.json", "tokenizer.json"]) cpSync(join(dir("bert"), f), join(d, f));
+  const { tensors } = await readSafetensors(join(dir("bert"), "model.safetensors"));
+  const names = [...tensors.keys()];
+  const half = Math.ceil(names.length / 2);
+  const shards = [names.slice(0, half), names.slice(half)];
+  const weightMap: Record<string, string> = {};
+  shards.forEach((part, k) => {
+    const file = `model-0000${k + 1}-of-00002.safetensors`;
+    writeFileSync(join(d, file), encodeSafetensors(new Map(part.map((n) => [n, { data: tensors.get(n)!.data, shape: tensors.get(n)!.shape }]))));
+    for (const n of part) weightMap[n] = file;
+  });
+  writeFileSync(join(d, "model.safetensors.index.json"), JSON.stringify({ metadata: {}, weight_map: weightMap }));
+  const sharded = await loadHfModel(d, "analyze");
+  const single = await loadHfModel(dir("bert"), "analyze");
+  try {
+    const a = single.model.getWeights();
+    for (const [name, t] of sharded.model.getWeights()) assert.deepEqual(t.data, a.get(name)!.data, name);
+  } finally {
+    sharded.model.dispose();
+    single.model.dispose();
+  }
+  rmSync(join(d, "model-00002-of-00002.safetensors"));
+  await assert.rejects(loadHfModel(d, "analyze"), /shard model-00002-of-00002.safetensors \(listed in model.safetensors.index.json\) is missing/);
 });

@@ -84,6 +84,8 @@ export interface TextTokenizer {
   encodeBatch(texts: readonly string[], length?: number): { ids: Int32Array; lengths: Int32Array };
   /** The tokens of ids (for display). */
   decode(ids: ArrayLike<number>): string[];
+  /** The tokenizer.json document a checkpoint saves. */
+  toJSON(): unknown;
 }
 
 /** A word-level tokenizer (see the module comment). Immutable once built. */

@@ -25,7 +25,8 @@ export const IMAGE_TRAINING: TrainingKind = {
     const dataset =
       (given as ImageDataset | undefined) ??
       (await loadDataset(spec, { seed: options.seed, limit: options.limit, testLimit: options.testLimit }));
-    return { dataset, config: modelConfigForData(options.model ?? DEFAULT_MODEL, dataset) };
+    // A fine-tuned Hugging Face ViT keeps its config: the images must fit it.
+    return { dataset, config: modelConfigForData(options.pretrained?.config ?? options.model ?? DEFAULT_MODEL, dataset) };
   },
   reload: (state) =>
     loadDataset(state.data.spec, {

@@ -2,7 +2,7 @@ import type { tf } from "../../backend.ts";
 import type { ImageDataset } from "../../data/dataset.ts";
 import { specTask, type DataTask } from "../../data/registry.ts";
 import type { TextDataset } from "../../data/text/dataset.ts";
-import type { WordTokenizer } from "../../data/text/tokenizer.ts";
+import type { TextTokenizer } from "../../data/text/tokenizer.ts";
 import type { ModelConfig, ModelConfigInput } from "../../nn/config.ts";
 import type { TrainState } from "../checkpoint.ts";
 
@@ -43,6 +43,11 @@ export interface FreshDataOptions {
   textColumn?: string;
   labelColumn?: string;
   encoding?: string;
+  /**
+   * A model imported from Hugging Face to fine-tune: its config is kept (the data must fit it:
+   * its image size and channels, at most its classes) and, for text, its tokenizer reads the data.
+   */
+  pretrained?: { config: ModelConfig; tokenizer: TextTokenizer | null };
 }
 
 /** One kind of training data (see the module comment). */
@@ -70,7 +75,7 @@ export interface TrainingKind {
    *
    * @throws InputError on unreadable data.
    */
-  reload(state: TrainState, tokenizer: WordTokenizer | null): Promise<AnyDataset>;
+  reload(state: TrainState, tokenizer: TextTokenizer | null): Promise<AnyDataset>;
   /** What train_state.json records about the data beyond spec, sizes and digests. */
   stateData(dataset: AnyDataset): Partial<TrainState["data"]>;
   /** The examples of a split at the given positions, in order (a copy). */
@@ -78,7 +83,7 @@ export interface TrainingKind {
   /** Batches of `batchSize` examples of a split in `order` (null: split order), the last one smaller. */
   batches(split: AnySplit, order: Int32Array | null, batchSize: number): Iterable<ModelBatch>;
   /** The tokenizer to save with a checkpoint (null for images). */
-  tokenizer(dataset: AnyDataset): WordTokenizer | null;
+  tokenizer(dataset: AnyDataset): TextTokenizer | null;
   /**
    * What a new run says about its data before training (text files: the classes with their
    * counts, and warnings about rare classes).

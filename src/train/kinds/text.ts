@@ -1,9 +1,9 @@
 import { loadTextDataset, selectTextExamples, textBatches, textBatchTensors, type TextDataset, type TextSplit } from "../../data/text/dataset.ts";
 import { classesLine, rareClassWarnings } from "../../data/text/classes.ts";
-import { WordTokenizer } from "../../data/text/tokenizer.ts";
 import { InputError } from "../../util/errors.ts";
 import { baseTextConfig, modelConfigForText } from "../modelConfig.ts";
-import type { ModelBatch, TrainingKind } from "./registry.ts";
+import type { ModelConfig } from "../../nn/config.ts";
+import type { FreshDataOptions, ModelBatch, TrainingKind } from "./registry.ts";
 
 const DEFAULT_MODEL = "text-tiny";
 
@@ -26,6 +26,7 @@ export const TEXT_TRAINING: TrainingKind = {
   rateUnit: "examples/s",
   owns: (dataset) => (dataset as { kind?: string }).kind === "text",
   async loadFresh(spec, options, given) {
+    if (options.pretrained !== undefined) return loadForPretrained(spec, options, given as TextDataset | undefined);
     const model = options.model ?? DEFAULT_MODEL;
     const base = baseTextConfig(model);
     if (base.kind !== "text") throw new InputError("model: text data needs a text model");
@@ -70,12 +71,7 @@ export const TEXT_TRAINING: TrainingKind = {
         },
       };
   },
-  tokenizer(dataset) {
-    const t = (dataset as TextDataset).tokenizer;
-    // Checkpoints save attnlip's own tokenizer; training with a Hugging Face tokenizer.json is not built yet.
-    if (!(t instanceof WordTokenizer)) throw new InputError("train: only attnlip's word tokenizer can be saved in a checkpoint");
-    return t;
-  },
+  tokenizer: (dataset) => (dataset as TextDataset).tokenizer,
   describe(dataset) {
     const d = dataset as TextDataset;
     // Every distinct label of a file is a class: show them, and flag the rare ones (a typo?).
@@ -83,3 +79,32 @@ export const TEXT_TRAINING: TrainingKind = {
     return { lines: [classesLine(d)], warnings: rareClassWarnings(d) };
   },
 };
+
+/**
+ * The data of a fine-tuned Hugging Face text model: read with its tokenizer, at most its
+ * classes.
+ *
+ * @throws InputError on a model that is not a text model or data with more classes.
+ */
+async function loadForPretrained(
+  spec: string,
+  options: FreshDataOptions,
+  given: TextDataset | undefined,
+): Promise<{ dataset: TextDataset; config: ModelConfig }> {
+  const { config, tokenizer } = options.pretrained!;
+  if (config.kind !== "text" || tokenizer === null) throw new InputError("model: text data needs a text model");
+  const dataset =
+    given ??
+    (await loadTextDataset(spec, {
+      seed: options.seed,
+      limit: options.limit,
+      testLimit: options.testLimit,
+      textColumn: options.textColumn,
+      labelColumn: options.labelColumn,
+      encoding: options.encoding,
+      tokenizer,
+    }));
+  if (dataset.classes > config.classes)
+    throw new InputError(`model: data ${dataset.spec} has ${dataset.classes} classes (${dataset.labelNames.join(", ")}), the model's classifier only ${config.classes}`);
+  return { dataset, config };
+}

@@ -1,0 +1,33 @@
+import { Command } from "commander";
+import { InputError } from "../util/errors.ts";
+
+interface ExportFlags {
+  format?: string;
+  out?: string;
+  force?: boolean;
+}
+
+/**
+ * `attnlip export SRC --format hf --out DIR`: writes a model as a Hugging Face folder that
+ * transformers loads (src/hf/export.ts). SRC is a training checkpoint (a fine-tuned imported
+ * model, or an attnlip ViT) or a Hugging Face folder (a round trip).
+ */
+export function exportCommand(): Command {
+  return new Command("export")
+    .description("write a checkpoint (a fine-tuned Hugging Face model, or an attnlip ViT) as a Hugging Face folder: config.json, model.safetensors, tokenizer.json")
+    .argument("[source]", "a training checkpoint folder, or a Hugging Face folder")
+    .option("--format <name>", "the output format; only hf (transformers' save_pretrained layout) [hf]")
+    .option("--out <dir>", "the folder to write (required)")
+    .option("--force", "replace the files of an earlier export in --out")
+    .action(async (source: string | undefined, flags: ExportFlags) => {
+      if (source === undefined)
+        throw new InputError("export: give the checkpoint to export and --out DIR, e.g. attnlip export runs/bert-ft --format hf --out runs/bert-ft-hf");
+      if (flags.format !== undefined && flags.format.trim() !== "hf")
+        throw new InputError(`export: --format: "${flags.format}" is not a format attnlip writes; it writes hf (Hugging Face transformers)`);
+      if (flags.out === undefined || flags.out.trim() === "")
+        throw new InputError(`export: --out DIR: the folder to write, e.g. attnlip export ${source} --format hf --out ${source.replace(/\/+$/, "")}-hf`);
+      const { exportModel } = await import("./exportRun.ts");
+      const { written, architecture } = await exportModel(source, flags.out, flags.force === true);
+      console.log(`wrote ${flags.out} (Hugging Face ${architecture}: ${written.map((p) => p.split("/").pop()).join(", ")})`);
+    });
+}

@@ -1,0 +1,117 @@
+import { existsSync, statSync } from "node:fs";
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { writeFileAtomically } from "../io/atomicWrite.ts";
+import { encodeSafetensors } from "../io/safetensors.ts";
+import { parseJsonStrict } from "../io/strictJson.ts";
+import type { ModelConfig } from "../nn/config.ts";
+import type { NamedArray } from "../nn/params.ts";
+import { InputError } from "../util/errors.ts";
+import { HF_ARCHITECTURES } from "./architectures.ts";
+import { exportTensors } from "./tensorMap.ts";
+import { HfImportError, type HfArchitecture } from "./types.ts";
+import { vitHfConfig } from "./vit.ts";
+
+/** What a Hugging Face folder is written from. */
+export interface HfExport {
+  architecture: HfArchitecture;
+  /** config.json to write (the imported one, or one built for an attnlip ViT). */
+  hfConfig: Record<string, unknown>;
+  config: ModelConfig;
+  /** attnlip's parameters by name. */
+  weights: ReadonlyMap<string, NamedArray>;
+  /** The tokenizer.json document of a text model (null: none written). */
+  tokenizer: unknown;
+}
+
+/** The subfolder of a run where `train` writes a fine-tuned Hugging Face model in its own format. */
+export const HF_EXPORT_FOLDER = "hf";
+
+/** The files {@link writeHfFolder} writes. */
+export const HF_FILES = ["config.json", "model.safetensors", "tokenizer.json"] as const;
+
+/**
+ * Writes a folder that transformers' `from_pretrained` loads: config.json, model.safetensors
+ * (float32, the architecture's tensor names and layouts, metadata {"format": "pt"}) and, for
+ * text, tokenizer.json. Importing it gives the same parameters bit for bit (src/hf/tensorMap.ts).
+ * Each file is written atomically.
+ *
+ * @param dir the folder (created when missing).
+ * @param options.replace replace files of an earlier export (default false: refused).
+ * @returns the paths written.
+ * @throws InputError `WHO: --out: DIR holds FILE already` when a file exists and replace is not
+ *   set, or when dir is a file; Error naming a parameter the model lacks.
+ * @example await writeHfFolder("runs/bert-ft/hf", hfExportOf(...), "export");
+ */
+export async function writeHfFolder(dir: string, source: HfExport, who: string, options: { replace?: boolean } = {}): Promise<string[]> {
+  if (existsSync(dir) && !statSync(dir).isDirectory()) throw new InputError(`${who}: --out: ${dir} is a file; give a folder`);
+  const files = HF_FILES.filter((f) => f !== "tokenizer.json" || source.tokenizer !== null);
+  if (!options.replace) {
+    const there = files.find((f) => existsSync(join(dir, f)));
+    if (there !== undefined)
+      throw new InputError(`${who}: --out: ${dir} holds ${there} already; choose another folder or give --force to replace it`);
+  }
+  const tensors = exportTensors(source.architecture.tensors(source.config), source.weights);
+  await mkdir(dir, { recursive: true });
+  const written: string[] = [];
+  const write = async (name: string, content: string | Uint8Array) => {
+    await writeFileAtomically(join(dir, name), content);
+    written.push(join(dir, name));
+  };
+  await write("model.safetensors", encodeSafetensors(tensors, { format: "pt" }));
+  if (source.tokenizer !== null) await write("tokenizer.json", JSON.stringify(source.tokenizer, null, 2) + "\n");
+  // config.json last: a folder is taken for a Hugging Face model by its config.json.
+  await write("config.json", JSON.stringify(source.hfConfig, null, 2) + "\n");
+  return written;
+}
+
+/**
+ * What to export from a Hugging Face folder (a round trip) or a checkpoint: a fine-tuned
+ * imported model exports to its own architecture and config; an attnlip-trained pre-LN ViT to
+ * ViTForImageClassification with a config built from its own. attnlip's own text models have
+ * no Hugging Face architecture and are refused.
+ *
+ * @param loaded the model's config, parameters, Hugging Face config (null: trained by attnlip),
+ *   tokenizer document and class names.
+ * @throws InputError naming why the model cannot be exported.
+ * @example hfExportOf({ config, weights, hfConfig: null, tokenizer: null, labels: ["0", "1"] }, "export")
+ */
+export function hfExportOf(
+  loaded: {
+    config: ModelConfig;
+    weights: ReadonlyMap<string, NamedArray>;
+    hfConfig: Record<string, unknown> | null;
+    tokenizer: unknown;
+    labels?: readonly string[];
+  },
+  who: string,
+): HfExport {
+  const { config, weights, tokenizer } = loaded;
+  if (loaded.hfConfig !== null) {
+    const list = loaded.hfConfig.architectures;
+    const name = Array.isArray(list) && typeof list[0] === "string" ? list[0] : undefined;
+    const architecture = name === undefined ? undefined : HF_ARCHITECTURES.get(name);
+    if (architecture === undefined) throw new HfImportError(`${who}: its Hugging Face config names no architecture attnlip exports (${JSON.stringify(list)})`);
+    return { architecture, hfConfig: loaded.hfConfig, config, weights, tokenizer };
+  }
+  if (config.kind === "vit")
+    return { architecture: HF_ARCHITECTURES.get("ViTForImageClassification")!, hfConfig: vitHfConfig(config, loaded.labels, who), config, weights, tokenizer: null };
+  throw new InputError(
+    `${who}: attnlip's own text models (its word tokenizer, a final LayerNorm on a bidirectional encoder) have no Hugging Face architecture; models imported from Hugging Face (and fine-tuned) export back, and attnlip's ViTs export as ViTForImageClassification`,
+  );
+}
+
+/**
+ * The tokenizer.json document of a Hugging Face folder, or null when it has none.
+ *
+ * @throws HfImportError when it is not JSON.
+ */
+export async function readTokenizerDocument(dir: string, who: string): Promise<unknown> {
+  const path = join(dir, "tokenizer.json");
+  if (!existsSync(path)) return null;
+  try {
+    return parseJsonStrict(await readFile(path, "utf8"));
+  } catch (e) {
+    throw new HfImportError(`${who}: ${path}: ${(e as Error).message}`);
+  }
+}

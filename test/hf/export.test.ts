@@ -1,0 +1,138 @@
+// Export to the Hugging Face format: an imported folder exported again gives the same tensors
+// (bit for bit), config and tokenizer; fine-tuning an imported model writes RUN/hf, which
+// imports back to the checkpoint's function; an attnlip ViT exports as ViTForImageClassification.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { tf, useBackend } from "../../src/backend.ts";
+import { loadHfModel } from "../../src/hf/load.ts";
+import { readSafetensors } from "../../src/io/safetensors.ts";
+import type { TransformerClassifier } from "../../src/nn/model.ts";
+import { loadCheckpoint } from "../../src/train/checkpoint.ts";
+import { train } from "../../src/train/trainer.ts";
+import { exportModel } from "../../src/cli/exportRun.ts";
+import { runAttnlip } from "../helpers/cli.ts";
+
+const dir = (m: string) => new URL(`../fixtures/hf/${m}-tiny-random`, import.meta.url).pathname;
+const json = (path: string) => JSON.parse(readFileSync(path, "utf8")) as unknown;
+
+async function sameTensors(a: string, b: string): Promise<void> {
+  const [x, y] = [(await readSafetensors(a)).tensors, (await readSafetensors(b)).tensors];
+  assert.deepEqual([...x.keys()].sort(), [...y.keys()].sort());
+  for (const [name, t] of x) {
+    const u = y.get(name)!;
+    assert.deepEqual(u.shape, t.shape, name);
+    assert.equal(u.dtype, t.dtype, name);
+    assert.deepEqual(new Uint32Array(u.data.buffer, u.data.byteOffset, u.data.length), new Uint32Array(t.data.buffer, t.data.byteOffset, t.data.length), name);
+  }
+}
+
+test("attnlip export of a Hugging Face folder gives the same tensors bit for bit, the same config and tokenizer; an existing export is kept unless --force", async () => {
+  const work = mkdtempSync(join(tmpdir(), "attnlip-export-"));
+  for (const m of ["vit", "bert", "gpt2"]) {
+    const out = join(work, m);
+    const r = runAttnlip(["export", dir(m), "--format", "hf", "--out", out]);
+    assert.equal(r.code, 0, r.stderr);
+    await sameTensors(join(dir(m), "model.safetensors"), join(out, "model.safetensors"));
+    assert.deepEqual(json(join(out, "config.json")), json(join(dir(m), "config.json")));
+    if (m !== "vit") assert.deepEqual(json(join(out, "tokenizer.json")), json(join(dir(m), "tokenizer.json")));
+  }
+  const again = runAttnlip(["export", dir("bert"), "--out", join(work, "bert")]);
+  assert.equal(again.code, 2);
+  assert.match(again.stderr, /^attnlip: export: --out: .* holds config.json already; choose another folder or give --force/);
+  assert.equal(runAttnlip(["export", dir("bert"), "--out", join(work, "bert"), "--force"]).code, 0);
+  const bad = [
+    [["export", dir("bert"), "--format", "onnx", "--out", join(work, "x")], /--format: "onnx" is not a format attnlip writes/],
+    [["export", dir("bert")], /--out DIR/],
+    [["export", work, "--out", join(work, "z")], /holds neither a training checkpoint nor a Hugging Face model/],
+  ] as const;
+  for (const [args, pattern] of bad) {
+    const b = runAttnlip([...args]);
+    assert.equal(b.code, 2, `${args.join(" ")}: ${b.stderr}`);
+    assert.match(b.stderr, pattern);
+    assert.equal(b.stderr.trim().split("\n").length, 1);
+  }
+  await assert.rejects(exportModel(dir("bert"), dir("bert"), false), /is the source folder/);
+  await assert.rejects(exportModel(join(work, "missing"), join(work, "y"), false), /is not a folder/);
+  writeFileSync(join(work, "file"), "");
+  await assert.rejects(exportModel(dir("bert"), join(work, "file"), false), /--out: .* is a file; give a folder/);
+});
+
+/** Logits of a model on some ids (text) or images. */
+function logitsOf(model: TransformerClassifier, x: tf.Tensor, mask?: tf.Tensor): Float32Array {
+  const { logits } = model.forward(x, { mask });
+  const out = logits.dataSync() as Float32Array;
+  logits.dispose();
+  return out;
+}
+
+test("fine-tuning an imported BERT writes RUN/hf, which imports back to the checkpoint's logits; resuming keeps the Hugging Face tokenizer", async () => {
+  await useBackend("wasm");
+  const work = mkdtempSync(join(tmpdir(), "attnlip-finetune-"));
+  const csv = join(work, "texts.csv");
+  const rows = ["text,label"];
+  for (let i = 0; i < 40; i++) rows.push(i % 2 ? `free money now click here ${i},spam` : `the meeting is on thursday ${i},ham`);
+  writeFileSync(csv, rows.join("\n") + "\n");
+  const out = join(work, "run");
+  const r = await train({ data: `csv:${csv}`, model: dir("bert"), epochs: 1, batchSize: 16, jasmin: { lambda: 0.1 }, out, progress: "none", log: () => {} });
+  r.model.dispose();
+  const ckpt = await loadCheckpoint(out);
+  assert.equal(ckpt.trainState.pretrained?.architecture, "BertForSequenceClassification");
+  assert.deepEqual(ckpt.hfConfig, json(join(dir("bert"), "config.json")));
+  const hf = await loadHfModel(join(out, "hf"), "analyze");
+  const ids = tf.tensor2d([[2, 20, 30, 40, 3, 0], [2, 50, 3, 0, 0, 0]], [2, 6], "int32");
+  const mask = tf.tensor2d([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]], [2, 6]);
+  try {
+    const a = logitsOf(ckpt.model as TransformerClassifier, ids, mask);
+    const b = logitsOf(hf.model as TransformerClassifier, ids, mask);
+    assert.deepEqual(b, a);
+    const original = await loadHfModel(dir("bert"), "analyze");
+    assert.notDeepEqual(logitsOf(original.model as TransformerClassifier, ids, mask), a, "training changed nothing");
+    original.model.dispose();
+  } finally {
+    tf.dispose([ids, mask]);
+    hf.model.dispose();
+    ckpt.model.dispose();
+  }
+  assert.deepEqual(json(join(out, "hf", "tokenizer.json")), json(join(dir("bert"), "tokenizer.json")));
+  const resumed = await train({ resume: out, epochs: 2, progress: "none", log: () => {} });
+  assert.equal(resumed.trainState.epoch, 2);
+  resumed.model.dispose();
+  // More classes in the data than the model's classifier has is refused before training.
+  const three = join(work, "three.csv");
+  writeFileSync(three, "text,label\n" + Array.from({ length: 30 }, (_, i) => `text ${i},${["a", "b", "c"][i % 3]}`).join("\n") + "\n");
+  await assert.rejects(train({ data: `csv:${three}`, model: dir("bert"), epochs: 1, progress: "none", log: () => {} }), /data csv:.* has 3 classes \(a, b, c\), the model's classifier only 2/);
+});
+
+test("an attnlip ViT exports as ViTForImageClassification with the same logits; attnlip's own text models are refused", async () => {
+  await useBackend("wasm");
+  const work = mkdtempSync(join(tmpdir(), "attnlip-export-vit-"));
+  const run = join(work, "run");
+  const r = await train({ data: "mnist", model: "vit-micro", limit: 64, testLimit: 32, epochs: 1, out: run, progress: "none", log: () => {} });
+  r.model.dispose();
+  const e = runAttnlip(["export", run, "--out", join(work, "hf")]);
+  assert.equal(e.code, 0, e.stderr);
+  const config = json(join(work, "hf", "config.json")) as Record<string, unknown>;
+  assert.equal(config.hidden_act, "gelu_pytorch_tanh");
+  assert.equal(Object.keys(config.id2label as object).length, 10);
+  const ckpt = await loadCheckpoint(run);
+  const hf = await loadHfModel(join(work, "hf"), "analyze");
+  const x = tf.randomUniform([2, 28, 28, 1], 0, 1, "float32", 3);
+  try {
+    assert.deepEqual(logitsOf(hf.model as TransformerClassifier, x), logitsOf(ckpt.model as TransformerClassifier, x));
+  } finally {
+    x.dispose();
+    hf.model.dispose();
+    ckpt.model.dispose();
+  }
+  const textRun = join(work, "text");
+  const csv = join(work, "t.csv");
+  writeFileSync(csv, "text,label\n" + Array.from({ length: 20 }, (_, i) => `word${i % 3} text,${i % 2}`).join("\n") + "\n");
+  const t = await train({ data: `csv:${csv}`, model: "text-tiny", epochs: 1, out: textRun, progress: "none", log: () => {} });
+  t.model.dispose();
+  const refused = runAttnlip(["export", textRun, "--out", join(work, "text-hf")]);
+  assert.equal(refused.code, 2);
+  assert.match(refused.stderr, /attnlip's own text models .* have no Hugging Face architecture/);
+});
