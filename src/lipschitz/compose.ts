@@ -149,11 +149,12 @@ export function composeBounds(
   };
   const masksFor = maskReader(trace, b, read);
 
-  const evaluate = (r: Resolved, e: number, mask: LayerView["mask"]): LayerReport => {
-    const children = r.children.map((c) => evaluate(c, e, mask));
+  const evaluate = (r: Resolved, e: number, mask: LayerView["mask"]): { report: LayerReport; view: LayerView } => {
+    const evaluated = r.children.map((c) => evaluate(c, e, mask));
+    const children = evaluated.map((c) => c.report);
     const extras: Record<string, ExampleArray> = {};
     for (const [k, t] of Object.entries(r.layer.extras ?? {})) extras[k] = slice(t, e);
-    const bound = r.spec.rule({
+    const view: LayerView = {
       kind: r.layer.kind,
       name: r.layer.name,
       input: r.layer.input ? slice(r.layer.input, e) : null,
@@ -163,10 +164,13 @@ export function composeBounds(
       mask,
       prepared: r.prepared,
       children: children.map((c) => c.values),
+      childViews: evaluated.map((c) => c.view),
       options: ruleOptions,
-    });
+      rowJacobian: (row) => (r.spec.rowJacobian ? r.spec.rowJacobian(view, row) : null),
+    };
+    const bound = r.spec.rule(view);
     const v = bound.value;
-    return {
+    const report: LayerReport = {
       kind: r.layer.kind,
       name: r.layer.name,
       values: typeof v === "number" ? perVariant(() => v, variants) : v,
@@ -174,12 +178,13 @@ export function composeBounds(
       detail: bound.detail,
       children,
     };
+    return { report, view };
   };
 
   const examples: ComposedExample[] = [];
   for (let e = 0; e < b; e++) {
     const mask = masksFor(e);
-    const layers = resolved.map((r) => evaluate(r, e, mask));
+    const layers = resolved.map((r) => evaluate(r, e, mask).report);
     const network = perVariant((name) => layers.reduce((p, l) => p * l.values[name], 1), variants);
     examples.push({ layers, network });
   }

@@ -1,5 +1,6 @@
 import { layerNorm } from "../../nn/layerNorm.ts";
 import { layerNormBound } from "../rules/layerNorm.ts";
+import { layerNormRowJacobian } from "../rules/rowwise.ts";
 import { input, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
@@ -20,6 +21,11 @@ export const layerNormKind: LayerKindSpec<Float64Array> = {
     ),
   }),
   prepare: (params) => Float64Array.from(params.gamma.data),
+  rowJacobian(layer, row) {
+    const x = input(layer);
+    const d = x.shape[1];
+    return layerNormRowJacobian(x.data.subarray(row * d, (row + 1) * d), layer.prepared, setting(layer.settings, "eps", layer.name) as number);
+  },
   rule(layer) {
     const x = input(layer);
     const [n, d] = x.shape;

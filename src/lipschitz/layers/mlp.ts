@@ -1,6 +1,8 @@
 import { mlp } from "../../nn/mlp.ts";
 import { spectralNorm } from "../linalg.ts";
 import { mlpBound } from "../rules/mlp.ts";
+import { mlpRowJacobian } from "../rules/rowwise.ts";
+import { activationDerivative } from "../../nn/gelu.ts";
 import { extra } from "./view.ts";
 import type { LayerKindSpec, LayerSettings } from "./types.ts";
 import { ACTIVATIONS, type Activation } from "../../nn/gelu.ts";
@@ -51,6 +53,13 @@ export const mlpKind: LayerKindSpec<MlpPrepared> = {
       w1Norm: spectralNorm(w1.data, d, hidden),
       w2Norm: spectralNorm(w2.data, hidden, d),
     };
+  },
+  rowJacobian(layer, row) {
+    const pre = extra(layer, "pre");
+    const m = layer.prepared;
+    const act = activationDerivative(activationSetting(layer.settings));
+    const g = Float64Array.from(pre.data.subarray(row * m.hidden, (row + 1) * m.hidden), (h) => act.derivative(h));
+    return mlpRowJacobian(g, m.w1, m.w2, m.d, m.hidden);
   },
   rule(layer) {
     const pre = extra(layer, "pre");

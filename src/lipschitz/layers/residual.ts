@@ -1,11 +1,13 @@
 import { tf } from "../../backend.ts";
 import { residualBound } from "../rules/block.ts";
-import { perVariant } from "./view.ts";
+import { chainRowJacobian, plusIdentity } from "../rules/rowwise.ts";
+import { exactRowwise, perVariant } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
  * Residual connection x + g(x), g the entry's children run in order. Rule (docs/math.md
- * section 3): 1 + prod L_child per variant.
+ * section 3): 1 + prod L_child per variant; when the branch is row-wise (LayerNorm and MLP) and
+ * options.mlp is "local", exactly max_i ||I + J_i|| over the rows ("Row-wise runs").
  *
  * @throws RangeError (from the rule) when the entry has no child or a child's bound is
  *   negative or NaN.
@@ -15,8 +17,15 @@ export const residualKind: LayerKindSpec = {
   params: { required: [] },
   composite: true,
   forward: (x, ctx) => ({ out: tf.add(x, ctx.inner(x)) }),
+  rowJacobian(layer, row) {
+    const branch = chainRowJacobian(layer.childViews, row);
+    return branch === null ? null : plusIdentity(branch, Math.round(Math.sqrt(branch.length)));
+  },
   rule(layer) {
     if (layer.children.length === 0) throw new RangeError(`${layer.name}: residual with no branch`);
+    // A row-wise branch (LayerNorm and MLP): the exact max over rows of ||I + J_i|| (docs/math.md section 3, "Row-wise runs").
+    const exact = layer.options.mlp === "local" ? exactRowwise(layer) : null;
+    if (exact !== null) return { value: exact };
     return {
       value: perVariant((v) => residualBound(layer.children.reduce((p, c) => p * c[v], 1)), layer.options.variants),
     };

@@ -55,6 +55,13 @@ export interface LayerView<P = unknown> {
   prepared: P;
   /** A composite's sub-layer bounds per variant, in forward order; empty for a leaf. */
   children: readonly VariantValues[];
+  /** A composite's sub-layers as their rules see them, in forward order; empty for a leaf. */
+  childViews: readonly LayerView[];
+  /**
+   * This entry's row Jacobian at `row` through its kind's {@link LayerKindSpec.rowJacobian}
+   * (null when the kind has none or the entry is not row-wise).
+   */
+  rowJacobian(row: number): Float64Array | null;
   options: RuleOptions;
 }
 
@@ -106,6 +113,14 @@ export interface LayerKindSpec<P = unknown> {
     params: Readonly<Record<string, NamedArray>>,
     settings: LayerSettings,
   ) => Float64Array;
+  /**
+   * Row-wise kinds (each token's row is mapped on its own: LayerNorm, the MLP, and residuals
+   * and sequences of such layers): the Jacobian of row `row` at this example, d x d row-major
+   * in the row-vector convention (dy = dx J); null when this entry is not row-wise (e.g. a
+   * residual around attention). Composites use it to bound row-wise runs exactly
+   * (docs/math.md section 3, "Row-wise runs").
+   */
+  rowJacobian?: (layer: LayerView<P>, row: number) => Float64Array | null;
   /** Input-independent quantities from the parameters (norms, float64 copies), cached. */
   prepare?: (
     params: Readonly<Record<string, NamedArray>>,

@@ -1,4 +1,5 @@
 import { HEAD_VARIANTS, type VariantValues } from "../rules/attentionHead.ts";
+import { rowwiseValue } from "../rules/rowwise.ts";
 import type { ExampleArray, LayerSettings, LayerView } from "./types.ts";
 
 /**
@@ -57,4 +58,40 @@ export function perVariant(
   const out = {} as VariantValues;
   for (const name of variants) out[name] = fn(name);
   return out;
+}
+
+/**
+ * The exact local value of a row-wise entry: max over its input's rows of ||J_i||_2 (its
+ * rowJacobian), or null when the entry is not row-wise (docs/math.md section 3, "Row-wise runs").
+ *
+ * @throws RangeError when the entry has no input.
+ * @example exactRowwise(view) // max_i ||I + J_LN,i J_MLP,i|| for a pre-LN MLP residual
+ */
+export function exactRowwise(layer: LayerView<unknown>): number | null {
+  const n = input(layer).shape[0];
+  if (n === 0) return null;
+  const first = layer.rowJacobian(0);
+  if (first === null) return null;
+  const d = Math.round(Math.sqrt(first.length));
+  return rowwiseValue((i) => (i === 0 ? first : layer.rowJacobian(i)!), n, d);
+}
+
+/**
+ * The [start, end) ranges of two or more consecutive children that are row-wise.
+ *
+ * @example rowwiseRuns(postLnBlock.childViews) // [[1, 4]]: LN1, the MLP residual, LN2
+ */
+export function rowwiseRuns(children: readonly LayerView<unknown>[]): [number, number][] {
+  const runs: [number, number][] = [];
+  let start = -1;
+  children.forEach((c, k) => {
+    const rowwise = c.input !== null && c.input.shape[0] > 0 && c.rowJacobian(0) !== null;
+    if (rowwise && start < 0) start = k;
+    if (!rowwise && start >= 0) {
+      if (k - start >= 2) runs.push([start, k]);
+      start = -1;
+    }
+  });
+  if (start >= 0 && children.length - start >= 2) runs.push([start, children.length]);
+  return runs;
 }
