@@ -19,7 +19,7 @@ export const residualKind: LayerKindSpec = {
   forward: (x, ctx) => ({ out: tf.add(x, ctx.inner(x)) }),
   rowJacobian(layer, row) {
     const branch = chainRowJacobian(layer.childViews, row);
-    return branch === null ? null : plusIdentity(branch, Math.round(Math.sqrt(branch.length)));
+    return branch === null ? null : plusIdentity(branch);
   },
   rule(layer) {
     if (layer.children.length === 0) throw new RangeError(`${layer.name}: residual with no branch`);

@@ -2,6 +2,7 @@ import type { HeadVariant } from "../rules/attentionHead.ts";
 import type { tf } from "../../backend.ts";
 import type { NamedArray } from "../../nn/params.ts";
 import type { VariantValues } from "../rules/attentionHead.ts";
+import type { RowJacobian } from "../rules/rowwise.ts";
 
 /**
  * The shape of a layer kind (docs/design.md, Add a layer kind / add a bound variant): one record
@@ -61,7 +62,7 @@ export interface LayerView<P = unknown> {
    * This entry's row Jacobian at `row` through its kind's {@link LayerKindSpec.rowJacobian}
    * (null when the kind has none or the entry is not row-wise).
    */
-  rowJacobian(row: number): Float64Array | null;
+  rowJacobian(row: number): RowJacobian | null;
   options: RuleOptions;
 }
 
@@ -120,7 +121,7 @@ export interface LayerKindSpec<P = unknown> {
    * residual around attention). Composites use it to bound row-wise runs exactly
    * (docs/math.md section 3, "Row-wise runs").
    */
-  rowJacobian?: (layer: LayerView<P>, row: number) => Float64Array | null;
+  rowJacobian?: (layer: LayerView<P>, row: number) => RowJacobian | null;
   /** Input-independent quantities from the parameters (norms, float64 copies), cached. */
   prepare?: (
     params: Readonly<Record<string, NamedArray>>,

@@ -72,8 +72,7 @@ export function exactRowwise(layer: LayerView<unknown>): number | null {
   if (n === 0) return null;
   const first = layer.rowJacobian(0);
   if (first === null) return null;
-  const d = Math.round(Math.sqrt(first.length));
-  return rowwiseValue((i) => (i === 0 ? first : layer.rowJacobian(i)!), n, d);
+  return rowwiseValue((i) => (i === 0 ? first : layer.rowJacobian(i)!).matrix(), n, first.d);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { activationDerivative } from "../../nn/gelu.ts";
-import { belowCertified, symMaxEigenvalue } from "../linalg.ts";
+import { belowCertified, gramRowsInto, matMulInto, symMaxEigenvalue } from "../linalg.ts";
 
 /**
  * Local Lipschitz rule of the row-wise MLP y = act(x W_1 + b_1) W_2 + b_2 (docs/math.md section 3;
@@ -105,28 +105,8 @@ function mlpLocal(
     const go = r * hidden;
     for (let a = 0; a < d; a++)
       for (let u = 0; u < hidden; u++) w1g[a * hidden + u] = w1[a * hidden + u] * gAll[go + u];
-    formProduct(w1g, w2, m, d, hidden);
-    for (let a = 0; a < d; a++) {
-      const oa = a * d;
-      for (let b = a; b < d; b++) {
-        const ob = b * d;
-        let s0 = 0;
-        let s1 = 0;
-        let s2 = 0;
-        let s3 = 0;
-        let c = 0;
-        for (; c + 3 < d; c += 4) {
-          s0 += m[oa + c] * m[ob + c];
-          s1 += m[oa + c + 1] * m[ob + c + 1];
-          s2 += m[oa + c + 2] * m[ob + c + 2];
-          s3 += m[oa + c + 3] * m[ob + c + 3];
-        }
-        for (; c < d; c++) s0 += m[oa + c] * m[ob + c];
-        const s = s0 + s1 + s2 + s3;
-        mmT[oa + b] = s;
-        mmT[ob + a] = s;
-      }
-    }
+    matMulInto(w1g, w2, m, d, hidden, d);
+    gramRowsInto(m, d, mmT);
     // The certificate's own rounding (backward error <= d (d + 1) eps ||c I - S||) is covered
     // by testing against a slightly smaller c.
     if (any && belowCertified(mmT, d, best * (1 - 4 * d * (d + 1) * Number.EPSILON), ldl))
@@ -137,30 +117,3 @@ function mlpLocal(
   return Math.sqrt(Math.max(best, 0));
 }
 
-/** m = A B for A [d, hidden], B [hidden, d] (row-major), four terms of the sum at a time. */
-function formProduct(a: Float64Array, b: Float64Array, m: Float64Array, d: number, hidden: number): void {
-  m.fill(0);
-  const h4 = hidden - (hidden % 4);
-  for (let i = 0; i < d; i++) {
-    const ai = i * hidden;
-    const mi = i * d;
-    let u = 0;
-    for (; u < h4; u += 4) {
-      const t0 = a[ai + u];
-      const t1 = a[ai + u + 1];
-      const t2 = a[ai + u + 2];
-      const t3 = a[ai + u + 3];
-      const o0 = u * d;
-      const o1 = o0 + d;
-      const o2 = o1 + d;
-      const o3 = o2 + d;
-      for (let j = 0; j < d; j++)
-        m[mi + j] += t0 * b[o0 + j] + t1 * b[o1 + j] + t2 * b[o2 + j] + t3 * b[o3 + j];
-    }
-    for (; u < hidden; u++) {
-      const t = a[ai + u];
-      const o = u * d;
-      for (let j = 0; j < d; j++) m[mi + j] += t * b[o + j];
-    }
-  }
-}
