@@ -11,7 +11,7 @@ import { analysisCsv, analysisDocument, writeAnalysis } from "../../src/analysis
 import { analysisTables } from "../../src/analysis/table.ts";
 import { HEAD_VARIANTS } from "../../src/lipschitz/rules/attentionHead.ts";
 import { loadEmbeddedMnist, takeExamples } from "../../src/data/mnist.ts";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 await useBackend("wasm");
 
@@ -198,7 +198,7 @@ test("a subset of variants: the same values as with all of them, cov's exact que
   assert.ok("dist" in doc.layers.network && !("cov" in doc.layers.network));
 });
 
-test("attnlip analyze rejects bad input with exit 2 and one line", () => {
+test("attnlip analyze rejects bad input with exit 2 and one line", async () => {
   const cases: [string[], RegExp][] = [
     [["analyze"], /give a checkpoint folder, or --random-init/],
     [["analyze", "/nonexistent/run", "--random-init"], /either a checkpoint folder or --random-init/],
@@ -213,8 +213,9 @@ test("attnlip analyze rejects bad input with exit 2 and one line", () => {
     [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: must be variant names separated by commas, got ","$/],
     [["analyze", "--random-init", "--variants", "paper,"], /^attnlip: analyze: --variants: must be variant names separated by commas, got "paper,"$/],
   ];
-  for (const [args, message] of cases) {
-    const r = runAttnlip(args);
+  // In this process (no start-up per case); the first case also runs as a separate process, as a user would.
+  for (const [k, [args, message]] of cases.entries()) {
+    const r = k === 0 ? runAttnlip(args) : await runAttnlipHere(args);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     const lines = r.stderr.trim().split("\n");
     assert.equal(lines.length, 1, `${args.join(" ")}: ${r.stderr}`);

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 test("sigma --json prints exactly the documented object for one row", () => {
   const r = runAttnlip(["sigma", "0.5,0.3,0.2", "--json"]);
@@ -86,7 +86,7 @@ for (const [name, args, message] of badCases) {
   });
 }
 
-test("bad rows in files name the file row", () => {
+test("bad rows in files name the file row", async () => {
   const dir = mkdtempSync(join(tmpdir(), "attnlip-sigma-"));
   const cases: [string, string, RegExp][] = [
     ["bad.csv", "0.5,0.5\n0.2,0.2\n", /--file row 2: entries sum to 0\.4/],
@@ -100,12 +100,12 @@ test("bad rows in files name the file row", () => {
   for (const [file, content, message] of cases) {
     const path = join(dir, file);
     writeFileSync(path, content);
-    const r = runAttnlip(["sigma", "--file", path]);
+    const r = file === "bad.csv" ? runAttnlip(["sigma", "--file", path]) : await runAttnlipHere(["sigma", "--file", path]);
     assert.equal(r.code, 2, `${file}: ${r.stderr}`);
     assert.match(r.stderr.trim(), message);
     assert.equal(r.stderr.trim().split("\n").length, 1);
   }
-  const ok = runAttnlip(["sigma", "--file", join(dir, "bad.csv"), "--normalize", "--json"]);
+  const ok = await runAttnlipHere(["sigma", "--file", join(dir, "bad.csv"), "--normalize", "--json"]);
   assert.equal(ok.code, 0, ok.stderr);
 });
 

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 import { FIXTURES } from "./helpers.ts";
 
 test("attnlip report A B --out writes one HTML file comparing both runs", () => {
@@ -29,7 +29,7 @@ test("attnlip report A B --out writes one HTML file comparing both runs", () => 
   rmSync(dir, { recursive: true });
 });
 
-test("attnlip report: bad input exits 2 with one line and writes nothing", () => {
+test("attnlip report: bad input exits 2 with one line and writes nothing", async () => {
   const dir = mkdtempSync(join(tmpdir(), "attnlip-report-cli-"));
   const out = join(dir, "report.html");
   mkdirSync(join(dir, "empty"));
@@ -48,17 +48,18 @@ test("attnlip report: bad input exits 2 with one line and writes nothing", () =>
       /^attnlip: --names: the names must differ\n$/,
     ],
   ];
-  for (const [args, message] of cases) {
-    const r = runAttnlip(["report", ...args, "--out", out]);
+  // In this process (no start-up per case); the first case also runs as a separate process, as a user would.
+  for (const [k, [args, message]] of cases.entries()) {
+    const r = k === 0 ? runAttnlip(["report", ...args, "--out", out]) : await runAttnlipHere(["report", ...args, "--out", out]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.equal(r.stderr.trim().split("\n").length, 1);
     assert.ok(!existsSync(out));
   }
-  const noOut = runAttnlip(["report", FIXTURES.minimal]);
+  const noOut = await runAttnlipHere(["report", FIXTURES.minimal]);
   assert.equal(noOut.code, 2);
   assert.match(noOut.stderr, /^attnlip: report: --out FILE: where to write the HTML report, e\.g\. attnlip report .* --out report\.html\n$/);
-  const nothing = runAttnlip(["report"]);
+  const nothing = await runAttnlipHere(["report"]);
   assert.equal(nothing.code, 2);
   assert.match(nothing.stderr, /^attnlip: report: give one or two run folders .* --out FILE, e\.g\. attnlip report runs\/demo\/baseline runs\/demo\/jasmin --out report\.html\n$/);
   rmSync(dir, { recursive: true });

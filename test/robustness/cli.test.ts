@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { unreadSettingWarnings, parseAttackFlags } from "../../src/cli/attackCommand.ts";
 import { InputError } from "../../src/util/errors.ts";
+import { runAttnlipHere } from "../helpers/cli.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "attnlip-attack-"));
@@ -115,7 +116,9 @@ test("bad input exits 2 with one clear line", async () => {
     [["attack", "--random-init", "--model", "resnet"], /--model: unknown model preset "resnet"/],
     [["attack"], /give a checkpoint folder, or --random-init/],
   ];
-  const results = await Promise.all(cases.map(([args]) => attnlip(args)));
+  // In this process, one after another (no start-up per case); the first case also runs as a separate process, as a user would.
+  const results = [];
+  for (const [k, [args]] of cases.entries()) results.push(k === 0 ? await attnlip(args) : await runAttnlipHere(args));
   results.forEach((r, i) => {
     const what = cases[i][0].join(" ");
     assert.equal(r.code, 2, `${what}: exit ${r.code}, stderr ${r.stderr}`);

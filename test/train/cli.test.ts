@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { parseTrainFlags } from "../../src/cli/trainCommand.ts";
 import { InputError } from "../../src/util/errors.ts";
 import { tempDir, TINY } from "./helpers.ts";
+import { runAttnlipHere } from "../helpers/cli.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 
@@ -77,7 +78,9 @@ test("the CLI rejects bad flags with exit code 2 and one line on stderr", async 
     [["--out", join(out, "a"), "--data", "idx:/nonexistent-folder", "--limit", "8"], /nonexistent-folder/],
     [["--out", join(out, "b"), "--model", "vit-tiny", "--jasmin-layers", "7", "--limit", "8", "--test-limit", "8"], /--jasmin-layers|jasmin-layers: layer 7 does not exist/],
   ];
-  const results = await Promise.all(cases.map(([args]) => runTrain(args)));
+  // In this process, one after another (no start-up per case); the first case also runs as a separate process, as a user would.
+  const results = [];
+  for (const [k, [args]] of cases.entries()) results.push(k === 0 ? await runTrain(args) : await runAttnlipHere(["train", ...args]));
   results.forEach((r, i) => {
     const [args, pattern] = cases[i];
     assert.equal(r.code, 2, `${args.join(" ")}: exit ${r.code}, stderr ${r.stderr}`);
