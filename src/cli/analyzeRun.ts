@@ -76,7 +76,7 @@ export type AnalyzeResult = Analysis & { split: EvaluationSplit };
  */
 export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   await useBackend(run.backend);
-  const { model, source, tokenizer, trained, imported } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
+  const { model, source, tokenizer, trained, imported, labels } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
   try {
     // Before any work: an output folder that cannot be written is refused now, not after the analysis.
     const out = outFolder(run, imported);
@@ -91,13 +91,14 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const inputs = await kind
       .load(model, request, {
         tokenizer,
+        labels,
         textColumn: run.textColumn,
         labelColumn: run.labelColumn,
         encoding: run.encoding,
       })
       .catch(asInputError);
     if (inputs.count < run.n)
-      console.error(`analyze: the test split has ${inputs.count} held-out examples; using all of them (asked for ${run.n})`);
+      console.error(`analyze: ${imported ? "the data has" : "the test split has"} ${inputs.count} ${imported ? "examples" : "held-out examples"}; using all of them (asked for ${run.n})`);
     console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
     console.log(`  data: ${describeSplit(inputs.info)}`);
     return await analyzeAndWrite(model, run, source, inputs, imported);

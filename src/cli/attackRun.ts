@@ -74,7 +74,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
   ) as AttackRun;
   const partial = { ...defaults, ...given };
   await useBackend(partial.backend);
-  const { model, source, tokenizer, trained, imported } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
+  const { model, source, tokenizer, trained, imported, labels } = await evaluatedModel("attack", partial.checkpoint, partial.model, partial.seed);
   // An imported Hugging Face folder is someone else's (often a download cache): only --out writes.
   const out =
     partial.out ??
@@ -96,7 +96,7 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
       );
     checkDataTask(kind, run.data, "attack");
     if (out !== undefined) refuseToReplace([out], partial.force === true, "attack", "FILE");
-    const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported);
+    const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported, labels);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
     const results = evaluation.results.map((r) => ({
@@ -222,7 +222,7 @@ function announce(
 ) {
   if (count < run.n)
     console.error(
-      `attack: the test split has ${count} held-out examples; using all of them (asked for ${run.n})`,
+      `attack: ${split.origin === "imported" ? "the data has" : "the test split has"} ${count} ${split.origin === "imported" ? "examples" : "held-out examples"}; using all of them (asked for ${run.n})`,
     );
   const p = progressLine(
     "attack",
@@ -271,12 +271,13 @@ async function prepare(
   tokenizer: TextTokenizer | null,
   trained: TrainedData | null,
   imported: boolean,
+  labels: string[] | null,
 ): Promise<Prepared> {
   const inputs = await kind
     .load(
       model,
       { who: "attack", data: run.data, trained, imported, seed: run.seed, n: run.n },
-      { tokenizer, textColumn: run.textColumn, labelColumn: run.labelColumn, encoding: run.encoding },
+      { tokenizer, labels, textColumn: run.textColumn, labelColumn: run.labelColumn, encoding: run.encoding },
     )
     .catch(asInputError);
   try {

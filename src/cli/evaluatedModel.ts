@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { trainedData, type TrainedData } from "../data/evaluationInputs.ts";
 import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import { modelPreset, parseModelConfig } from "../nn/config.ts";
@@ -7,6 +9,7 @@ import { loadCheckpoint } from "../train/checkpoint.ts";
 import { isHfFolder, loadHfModel } from "../hf/load.ts";
 import { hfTextTokenizer } from "../hf/textTokenizer.ts";
 import type { HfTokenizer } from "../hf/tokenizer.ts";
+import { HfImportError } from "../hf/types.ts";
 import { InputError } from "../util/errors.ts";
 
 /** A model to evaluate, as analyze and attack load it. The caller disposes `model`. */
@@ -20,6 +23,8 @@ export interface EvaluatedModel {
   trained: TrainedData | null;
   /** Whether the model was imported from a Hugging Face folder (attnlip did not train it). */
   imported: boolean;
+  /** An imported model's own class names (id2label; null: none, or placeholders). */
+  labels: string[] | null;
 }
 
 /**
@@ -42,7 +47,7 @@ export async function evaluatedModel(
     const hf = await loadHfModel(checkpoint, who);
     let tokenizer: HfTokenizer | null = null;
     try {
-      if (hf.config.kind === "text") tokenizer = await hfTextTokenizer(checkpoint, hf.config, hf.hfConfig, who);
+      if (hf.config.kind === "text") tokenizer = await hfTextTokenizer(checkpoint, hf.config, hf.hfConfig, who, (line) => console.error(line));
     } catch (e) {
       hf.model.dispose();
       throw e;
@@ -53,9 +58,12 @@ export async function evaluatedModel(
       tokenizer,
       trained: null,
       imported: true,
+      labels: hf.labels,
     };
   }
   if (checkpoint !== undefined) {
+    if (looksLikeHfWithoutConfig(checkpoint))
+      throw new HfImportError(`${who}: ${checkpoint}: no config.json; a Hugging Face folder needs the config.json that save_pretrained writes beside model.safetensors`);
     const ckpt = await loadCheckpoint(checkpoint);
     return {
       model: ckpt.model as TransformerClassifier,
@@ -63,6 +71,7 @@ export async function evaluatedModel(
       tokenizer: ckpt.tokenizer,
       trained: trainedData(ckpt),
       imported: false,
+      labels: null,
     };
   }
   let config;
@@ -78,5 +87,12 @@ export async function evaluatedModel(
     tokenizer: null,
     trained: null,
     imported: false,
+    labels: null,
   };
+}
+
+/** A folder with Hugging Face weights (model.safetensors or a shard index) but neither config.json nor train_state.json. */
+function looksLikeHfWithoutConfig(dir: string): boolean {
+  const has = (f: string) => existsSync(join(dir, f));
+  return !has("config.json") && !has("train_state.json") && (has("model.safetensors.index.json") || (has("model.safetensors") && !has("optimizer.safetensors")));
 }

@@ -298,6 +298,8 @@ export async function textEvaluationSplit(
   const { who, trained } = request;
   checkN(who, request.n);
   const spec = request.data ?? trained?.spec ?? "spam";
+  // An imported model reads a user's file in file order; an embedded corpus (ordered by class) gets the seeded split.
+  const fileOrder = request.imported === true && parseSpec(spec, "text").arg !== null;
   const { data, own, contentChecked } = await chooseData(
     who,
     spec,
@@ -313,14 +315,14 @@ export async function textEvaluationSplit(
         limit: trained!.limit ?? undefined,
         testLimit: trained!.testLimit ?? undefined,
       }),
-    () => loadTextDataset(spec, { ...text, seed: request.seed, fileOrder: request.imported === true }),
+    () => loadTextDataset(spec, { ...text, seed: request.seed, fileOrder }),
   );
   if (data.classes > text.classes)
     throw new InputError(
       `${who}: data ${data.spec}: ${data.classes} classes (${data.labelNames.join(", ")}), the model has ${text.classes}`,
     );
   const { split, info } = heldOutPart(request, data, own, contentChecked, selectTextExamples);
-  if (request.imported === true) info.order = "file";
+  if (fileOrder) info.order = "file";
   return { spec: data.spec, split, labelNames: data.labelNames, info };
 }
 

@@ -1,5 +1,5 @@
 import { existsSync, statSync } from "node:fs";
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import { encodeSafetensors } from "../io/safetensors.ts";
@@ -9,7 +9,7 @@ import type { NamedArray } from "../nn/params.ts";
 import { InputError } from "../util/errors.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
 import { exportTensors } from "./tensorMap.ts";
-import { HfImportError, type HfArchitecture } from "./types.ts";
+import { HfImportError, hfLabelNames, type HfArchitecture } from "./types.ts";
 import { vitHfConfig } from "./vit.ts";
 
 /** What a Hugging Face folder is written from. */
@@ -32,9 +32,11 @@ export const HF_FILES = ["config.json", "model.safetensors", "tokenizer.json"] a
 
 /**
  * Writes a folder that transformers' `from_pretrained` loads: config.json, model.safetensors
- * (float32, the architecture's tensor names and layouts, metadata {"format": "pt"}) and, for
- * text, tokenizer.json. Importing it gives the same parameters bit for bit (src/hf/tensorMap.ts).
- * Each file is written atomically.
+ * (the architecture's tensor names and layouts, in the config's `dtype` / `torch_dtype`:
+ * float32 by default, float16 or bfloat16 rounded to nearest; metadata {"format": "pt"}) and,
+ * for text, tokenizer.json. Importing it gives the same parameters bit for bit when they are
+ * representable in that dtype, as an imported model's are (src/hf/tensorMap.ts). Each file is
+ * written atomically; replacing an export removes the shards of an earlier sharded one.
  *
  * @param dir the folder (created when missing).
  * @param options.replace replace files of an earlier export (default false: refused).
@@ -45,6 +47,7 @@ export const HF_FILES = ["config.json", "model.safetensors", "tokenizer.json"] a
  */
 export async function writeHfFolder(dir: string, source: HfExport, who: string, options: { replace?: boolean } = {}): Promise<string[]> {
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new InputError(`${who}: --out: ${dir} is a file; give a folder`);
+  const dtype = storedDtype(source.hfConfig);
   const files = HF_FILES.filter((f) => f !== "tokenizer.json" || source.tokenizer !== null);
   if (!options.replace) {
     const there = files.find((f) => existsSync(join(dir, f)));
@@ -52,17 +55,42 @@ export async function writeHfFolder(dir: string, source: HfExport, who: string, 
       throw new InputError(`${who}: --out: ${dir} holds ${there} already; choose another folder or give --force to replace it`);
   }
   const tensors = exportTensors(source.architecture.tensors(source.config), source.weights);
-  await mkdir(dir, { recursive: true });
+  try {
+    await mkdir(dir, { recursive: true });
+  } catch (e) {
+    throw new InputError(`${who}: --out: cannot create ${dir} (${(e as Error).message})`);
+  }
+  if (options.replace) await removeShards(dir);
   const written: string[] = [];
   const write = async (name: string, content: string | Uint8Array) => {
     await writeFileAtomically(join(dir, name), content);
     written.push(join(dir, name));
   };
-  await write("model.safetensors", encodeSafetensors(tensors, { format: "pt" }));
+  await write("model.safetensors", encodeSafetensors(tensors, { format: "pt" }, { dtype }));
   if (source.tokenizer !== null) await write("tokenizer.json", JSON.stringify(source.tokenizer, null, 2) + "\n");
   // config.json last: a folder is taken for a Hugging Face model by its config.json.
   await write("config.json", JSON.stringify(source.hfConfig, null, 2) + "\n");
   return written;
+}
+
+/** The safetensors dtype of a config's `dtype` (or older `torch_dtype`): F16, BF16, else F32. */
+function storedDtype(hf: Record<string, unknown>): "F32" | "F16" | "BF16" {
+  const dtype = hf.dtype ?? hf.torch_dtype;
+  return dtype === "float16" ? "F16" : dtype === "bfloat16" ? "BF16" : "F32";
+}
+
+/** Removes an earlier sharded export's index and the shards it lists (a single file replaces them). */
+async function removeShards(dir: string): Promise<void> {
+  const index = join(dir, "model.safetensors.index.json");
+  if (!existsSync(index)) return;
+  try {
+    const json = JSON.parse(await readFile(index, "utf8")) as { weight_map?: Record<string, unknown> };
+    for (const file of new Set(Object.values(json.weight_map ?? {})))
+      if (typeof file === "string" && /^[^/\\]+\.safetensors$/.test(file)) await rm(join(dir, file), { force: true });
+  } catch {
+    // An unreadable index: remove it alone.
+  }
+  await rm(index, { force: true });
 }
 
 /**
@@ -92,13 +120,25 @@ export function hfExportOf(
     const name = Array.isArray(list) && typeof list[0] === "string" ? list[0] : undefined;
     const architecture = name === undefined ? undefined : HF_ARCHITECTURES.get(name);
     if (architecture === undefined) throw new HfImportError(`${who}: its Hugging Face config names no architecture attnlip exports (${JSON.stringify(list)})`);
-    return { architecture, hfConfig: loaded.hfConfig, config, weights, tokenizer };
+    return { architecture, hfConfig: withLabels(loaded.hfConfig, loaded.labels, config.classes), config, weights, tokenizer };
   }
   if (config.kind === "vit")
     return { architecture: HF_ARCHITECTURES.get("ViTForImageClassification")!, hfConfig: vitHfConfig(config, loaded.labels, who), config, weights, tokenizer: null };
   throw new InputError(
     `${who}: attnlip's own text models (its word tokenizer, a final LayerNorm on a bidirectional encoder) have no Hugging Face architecture; models imported from Hugging Face (and fine-tuned) export back, and attnlip's ViTs export as ViTForImageClassification`,
   );
+}
+
+/**
+ * The config with the run's class names as id2label / label2id when the model had only the
+ * placeholders LABEL_0, LABEL_1, ... (a model with names of its own was trained with them:
+ * the data's labels mapped to its ids). Extra classes keep their placeholders.
+ */
+function withLabels(hf: Record<string, unknown>, labels: readonly string[] | undefined, classes: number): Record<string, unknown> {
+  if (labels === undefined || labels.length === 0 || labels.length > classes || hfLabelNames(hf) !== null) return hf;
+  const names = Array.from({ length: classes }, (_, i) => labels[i] ?? `LABEL_${i}`);
+  if (new Set(names).size !== names.length) return hf;
+  return { ...hf, id2label: Object.fromEntries(names.map((n, i) => [String(i), n])), label2id: Object.fromEntries(names.map((n, i) => [n, i])) };
 }
 
 /**

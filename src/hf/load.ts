@@ -7,7 +7,7 @@ import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts
 import { createModel, type Model } from "../nn/create.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
 import { importTensors } from "./tensorMap.ts";
-import { HfImportError, type HfArchitecture } from "./types.ts";
+import { HfImportError, hfLabelNames, type HfArchitecture } from "./types.ts";
 
 /** A model imported from a Hugging Face folder. The caller disposes `model`. */
 export interface HfModel {
@@ -17,6 +17,8 @@ export interface HfModel {
   architecture: string;
   /** config.json as read (kept for export). */
   hfConfig: Record<string, unknown>;
+  /** The model's own class names (id2label), or null when it has only placeholders ({@link hfLabelNames}). */
+  labels: string[] | null;
 }
 
 /**
@@ -89,7 +91,7 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     model.dispose();
     throw new HfImportError(`${where}: ${(e as Error).message}`);
   }
-  return { model, config, architecture: arch.name, hfConfig: hf };
+  return { model, config, architecture: arch.name, hfConfig: hf, labels: hfLabelNames(hf) };
 }
 
 function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {

@@ -8,6 +8,8 @@ import { HfImportError } from "./types.ts";
  *
  * @param dir the Hugging Face folder. @param config the imported model's config.
  * @param hfConfig config.json (its `pad_token_id` pads when tokenizer.json sets no padding).
+ * @param warn receives one line when the tokenizer has fewer tokens than the model's
+ *   embeddings (padded embeddings, or another model's tokenizer).
  * @throws HfImportError when the folder has no tokenizer.json, it cannot be read, or its
  *   vocabulary is larger than the model's.
  * @example const tok = await hfTextTokenizer(dir, config, hfConfig, "analyze");
@@ -17,6 +19,7 @@ export async function hfTextTokenizer(
   config: TextConfig,
   hfConfig: Record<string, unknown>,
   who: string,
+  warn: (line: string) => void = () => {},
 ): Promise<HfTokenizer> {
   const pad = typeof hfConfig.pad_token_id === "number" ? hfConfig.pad_token_id : null;
   const tokenizer = await HfTokenizer.load(dir, config.maxLength, pad, who);
@@ -26,5 +29,7 @@ export async function hfTextTokenizer(
     throw new HfImportError(`${who}: ${dir}/tokenizer.json has ${tokenizer.size} tokens, the model's word embeddings only ${config.vocabSize} (vocab_size): not this model's tokenizer?`);
   if (tokenizer.padId < 0 || tokenizer.padId >= config.vocabSize)
     throw new HfImportError(`${who}: ${dir}: pad id ${tokenizer.padId} is outside the model's vocabulary [0, ${config.vocabSize})`);
+  if (tokenizer.size < config.vocabSize)
+    warn(`${who}: warning: ${dir}/tokenizer.json has ${tokenizer.size} tokens, the model ${config.vocabSize} word embeddings (vocab_size); fine when the embeddings are padded, but check that it is this model's tokenizer`);
   return tokenizer;
 }

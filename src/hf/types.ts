@@ -74,6 +74,27 @@ export function hfLabels(hf: Record<string, unknown>, who: string): number {
   return hfField(hf, "num_labels", "size", who, 2);
 }
 
+/**
+ * The model's own class names: `id2label`'s values in id order, or null when it has none or
+ * only the library's placeholders LABEL_0, LABEL_1, ... (then the data's labels are taken in
+ * sorted order, as for attnlip's own models).
+ *
+ * @example hfLabelNames({ id2label: { "0": "spam", "1": "ham" } }) // ["spam", "ham"]
+ */
+export function hfLabelNames(hf: Record<string, unknown>): string[] | null {
+  const id2label = hf.id2label;
+  if (typeof id2label !== "object" || id2label === null || Array.isArray(id2label)) return null;
+  const entries = Object.entries(id2label as Record<string, unknown>);
+  const names: string[] = [];
+  for (let i = 0; i < entries.length; i++) {
+    const v = (id2label as Record<string, unknown>)[String(i)];
+    if (typeof v !== "string") return null;
+    names.push(v);
+  }
+  if (names.every((n, i) => n === `LABEL_${i}`) || new Set(names).size !== names.length) return null;
+  return names;
+}
+
 /** The attnlip activation for `hidden_act`: "gelu" is exact GELU, "gelu_new" and "gelu_pytorch_tanh" the tanh form. */
 export function hfActivation(hf: Record<string, unknown>, key: string, who: string): "gelu-erf" | "gelu-tanh" {
   const act = hfField(hf, key, "string", who);

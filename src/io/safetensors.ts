@@ -122,6 +122,8 @@ function checkShapeForWrite(name: string, shape: unknown, length: number): numbe
  *
  * @param tensors name -> { data: Float32Array of length product(shape), shape }.
  * @param metadata optional string -> string map stored as "__metadata__".
+ * @param options.dtype how values are stored: "F32" (default, bit-exact), "F16" or "BF16"
+ *   (rounded to nearest, ties to even; overflow to infinity; NaN stays NaN).
  * @returns the file's bytes.
  * @throws RangeError when a shape is not an array of non-negative integers or does not match
  *   the data length; TypeError on a tensor named "__metadata__" or a non-string metadata value.
@@ -129,7 +131,10 @@ function checkShapeForWrite(name: string, shape: unknown, length: number): numbe
 export function encodeSafetensors(
   tensors: Map<string, TensorToWrite>,
   metadata?: Record<string, string>,
+  options: { dtype?: SafetensorsDtype } = {},
 ): Uint8Array {
+  const dtype = options.dtype ?? "F32";
+  const width = BYTES_PER_ELEMENT[dtype];
   const names = [...tensors.keys()].sort();
   const parts: string[] = [];
   if (metadata !== undefined) {
@@ -150,10 +155,10 @@ export function encodeSafetensors(
       throw new TypeError(`encodeSafetensors: tensor "${name}": data must be a Float32Array`);
     const checked = checkShapeForWrite(name, shape, data.length);
     shapes.push(checked);
-    const end = offset + data.byteLength;
+    const end = offset + data.length * width;
     // Built by hand (not JSON.stringify of an object) so integer-like names keep the sorted order.
     parts.push(
-      `${JSON.stringify(name)}:{"dtype":"F32","shape":${JSON.stringify(checked)},"data_offsets":[${offset},${end}]}`,
+      `${JSON.stringify(name)}:{"dtype":"${dtype}","shape":${JSON.stringify(checked)},"data_offsets":[${offset},${end}]}`,
     );
     offset = end;
   }
@@ -167,6 +172,13 @@ export function encodeSafetensors(
   const view = new DataView(out.buffer);
   for (const name of names) {
     const { data } = tensors.get(name)!;
+    if (dtype !== "F32") {
+      const bits = new Uint32Array(Float32Array.from(data).buffer);
+      const toHalf = dtype === "F16" ? floatToHalfBits : floatToBfloatBits;
+      for (let i = 0; i < bits.length; i++) view.setUint16(at + 2 * i, toHalf(bits[i]), true);
+      at += 2 * data.length;
+      continue;
+    }
     if (littleEndianHost)
       out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at);
     else {
@@ -191,6 +203,45 @@ export async function writeSafetensors(
   metadata?: Record<string, string>,
 ): Promise<void> {
   await writeFileAtomically(path, encodeSafetensors(tensors, metadata));
+}
+
+/**
+ * float32 bits -> IEEE 754 binary16 bits, rounded to nearest (ties to even); values beyond the
+ * half range become infinities, NaN stays NaN (quiet), tiny values become subnormals or zero.
+ *
+ * @example floatToHalfBits(0x3f800000) // 0x3c00 (1.0)
+ */
+export function floatToHalfBits(x: number): number {
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 | (mant >>> 13) : 0);
+  const e = exp - 112; // the half exponent: exp - 127 + 15
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    mant |= 0x800000;
+    const shift = 14 - e;
+    let half = mant >>> shift;
+    const rem = mant & ((1 << shift) - 1);
+    const halfway = 1 << (shift - 1);
+    if (rem > halfway || (rem === halfway && (half & 1) === 1)) half++;
+    return sign | half;
+  }
+  let half = (e << 10) | (mant >>> 13);
+  const rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem === 0x1000 && (half & 1) === 1)) half++; // a carry into the exponent is the right rounding
+  return sign | half;
+}
+
+/**
+ * float32 bits -> bfloat16 bits (the upper half), rounded to nearest (ties to even); NaN stays NaN.
+ *
+ * @example floatToBfloatBits(0x3f800000) // 0x3f80 (1.0)
+ */
+export function floatToBfloatBits(x: number): number {
+  if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff) !== 0) return ((x >>> 16) & 0xffff) | 0x40;
+  return ((x + 0x7fff + ((x >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
 /** Converts one IEEE 754 binary16 bit pattern to float32 bits (exact: every half is a float). */

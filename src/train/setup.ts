@@ -214,7 +214,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
         textColumn: options.textColumn,
         labelColumn: options.labelColumn,
         encoding: options.encoding,
-        pretrained: hf === null ? undefined : { config: hf.config, tokenizer: hf.tokenizer },
+        pretrained: hf === null ? undefined : { config: hf.config, tokenizer: hf.tokenizer, labels: hf.labels },
       },
       options.dataset,
     );

@@ -129,7 +129,13 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   if (out !== null && run.hfConfig !== null && state.epoch === state.epochs) {
     // A fine-tuned Hugging Face model is also written in its own format, next to the checkpoint.
     const exported = hfExportOf(
-      { config: run.model.config, weights: run.model.getWeights(), hfConfig: run.hfConfig, tokenizer: run.kind.tokenizer(run.dataset)?.toJSON() ?? null },
+      {
+        config: run.model.config,
+        weights: run.model.getWeights(),
+        hfConfig: run.hfConfig,
+        tokenizer: run.kind.tokenizer(run.dataset)?.toJSON() ?? null,
+        labels: state.data.labels,
+      },
       "train",
     );
     await writeHfFolder(join(out, HF_EXPORT_FOLDER), exported, "train", { replace: true });

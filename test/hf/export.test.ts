@@ -3,12 +3,12 @@
 // imports back to the checkpoint's function; an attnlip ViT exports as ViTForImageClassification.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
-import { readSafetensors } from "../../src/io/safetensors.ts";
+import { encodeSafetensors, readSafetensors } from "../../src/io/safetensors.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { train } from "../../src/train/trainer.ts";
@@ -135,4 +135,43 @@ test("an attnlip ViT exports as ViTForImageClassification with the same logits; 
   const refused = runAttnlip(["export", textRun, "--out", join(work, "text-hf")]);
   assert.equal(refused.code, 2);
   assert.match(refused.stderr, /attnlip's own text models .* have no Hugging Face architecture/);
+});
+
+test("export keeps a float16 model's dtype, names a fine-tuned run's classes, replaces an earlier sharded export, and refuses an --out under a file; fine-tuning refuses a text without tokens", async () => {
+  await useBackend("wasm");
+  const work = mkdtempSync(join(tmpdir(), "attnlip-export-more-"));
+  // A float16 copy of the BERT fixture: the export writes F16 again, bit for bit.
+  const f16 = join(work, "f16");
+  mkdirSync(f16);
+  const { tensors } = await readSafetensors(join(dir("bert"), "model.safetensors"));
+  const half = new Map([...tensors].map(([k, t]) => [k, { data: t.data, shape: t.shape }]));
+  writeFileSync(join(f16, "model.safetensors"), encodeSafetensors(half, { format: "pt" }, { dtype: "F16" }));
+  const config = json(join(dir("bert"), "config.json")) as Record<string, unknown>;
+  writeFileSync(join(f16, "config.json"), JSON.stringify({ ...config, dtype: "float16" }));
+  cpSync(join(dir("bert"), "tokenizer.json"), join(f16, "tokenizer.json"));
+  await exportModel(f16, join(work, "f16-out"), false);
+  assert.deepEqual(readFileSync(join(work, "f16-out", "model.safetensors")), readFileSync(join(f16, "model.safetensors")));
+  // A run fine-tuned from a model with placeholder labels exports its data's class names.
+  const csv = join(work, "t.csv");
+  writeFileSync(csv, "text,label\n" + Array.from({ length: 30 }, (_, i) => `${i % 2 ? "free money" : "the meeting"} ${i},${i % 2 ? "spam" : "ham"}`).join("\n") + "\n");
+  const run = join(work, "run");
+  const r = await train({ data: `csv:${csv}`, model: dir("bert"), epochs: 1, out: run, progress: "none", log: () => {} });
+  r.model.dispose();
+  const exported = json(join(run, "hf", "config.json")) as Record<string, unknown>;
+  assert.deepEqual(exported.id2label, { 0: "ham", 1: "spam" });
+  assert.deepEqual(exported.label2id, { ham: 0, spam: 1 });
+  // --force over an earlier sharded export leaves no stale shard or index behind.
+  const out = join(work, "out");
+  mkdirSync(out);
+  writeFileSync(join(out, "model-00001-of-00002.safetensors"), "");
+  writeFileSync(join(out, "model.safetensors.index.json"), JSON.stringify({ weight_map: { a: "model-00001-of-00002.safetensors" } }));
+  writeFileSync(join(out, "config.json"), "{}");
+  await exportModel(run, out, true);
+  assert.deepEqual(readdirSync(out).sort(), ["config.json", "model.safetensors", "tokenizer.json"]);
+  writeFileSync(join(work, "file"), "");
+  await assert.rejects(exportModel(run, join(work, "file", "sub"), false), /^InputError: export: --out: cannot create .*file\/sub/);
+  // GPT-2's tokenizer adds no special token: an empty text has no token and is refused before training.
+  const empty = join(work, "empty.csv");
+  writeFileSync(empty, "text,label\n" + Array.from({ length: 10 }, (_, i) => `${i === 4 ? "" : `text ${i}`},${i % 2}`).join("\n") + "\n");
+  await assert.rejects(train({ data: `csv:${empty}`, model: dir("gpt2"), epochs: 1, progress: "none", log: () => {} }), /record 5 has no tokens under this model's tokenizer/);
 });

@@ -21,7 +21,8 @@ import type { TextConfig } from "../../src/nn/config.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { disposeTrace } from "../../src/nn/trace.ts";
 import { textForward64 } from "../helpers/reference64.ts";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
+import { modelInputs } from "../../src/robustness/modelInputs/index.ts";
 
 interface TextReference {
   model_class: string;
@@ -248,4 +249,48 @@ test("sharded weights (model.safetensors.index.json) import as the single file d
   }
   rmSync(join(d, "model-00002-of-00002.safetensors"));
   await assert.rejects(loadHfModel(d, "analyze"), /shard model-00002-of-00002.safetensors \(listed in model.safetensors.index.json\) is missing/);
+});
+
+test("an imported model's own class names (id2label) give the data's labels their ids; an embedded corpus gets the seeded split, a file its order; a smaller tokenizer is flagged", async () => {
+  await useBackend("wasm");
+  const d = mkdtempSync(join(tmpdir(), "attnlip-hf-labels-"));
+  cpSync(dir("bert"), d, { recursive: true });
+  const config = JSON.parse(readFileSync(join(d, "config.json"), "utf8")) as Record<string, unknown>;
+  config.id2label = { 0: "spam", 1: "ham" };
+  config.label2id = { spam: 0, ham: 1 };
+  writeFileSync(join(d, "config.json"), JSON.stringify(config));
+  const csv = new URL("../fixtures/hf/texts.csv", import.meta.url).pathname; // spam, ham, spam, ham
+  const load = async (folder: string, data: string) => {
+    const hf = await loadHfModel(folder, "analyze");
+    const tokenizer = await hfTextTokenizer(folder, hf.config as TextConfig, hf.hfConfig, "analyze");
+    const inputs = await modelInputs("text", "analyze").load(
+      hf.model as TransformerClassifier,
+      { who: "analyze", data, trained: null, imported: true, seed: 0, n: 4 },
+      { tokenizer, labels: hf.labels },
+    );
+    const result = { labels: Array.from(inputs.labels), order: inputs.info.order };
+    inputs.dispose();
+    hf.model.dispose();
+    return result;
+  };
+  assert.deepEqual(await load(d, `csv:${csv}`), { labels: [0, 1, 0, 1], order: "file" });
+  assert.deepEqual(await load(dir("bert"), `csv:${csv}`), { labels: [1, 0, 1, 0], order: "file" }); // placeholders: sorted (ham 0, spam 1)
+  const spam = await load(dir("bert"), "spam");
+  assert.equal(spam.order, undefined, "the embedded corpus is ordered by class: a seeded split, not its order");
+  assert.ok(spam.labels.includes(0) && spam.labels.includes(1), `both classes among ${spam.labels}`);
+  // A tokenizer with fewer tokens than the model's embeddings is flagged (padded embeddings, or another model's).
+  const other = mkdtempSync(join(tmpdir(), "attnlip-hf-smalltok-"));
+  cpSync(dir("gpt2"), other, { recursive: true });
+  cpSync(join(dir("bert"), "tokenizer.json"), join(other, "tokenizer.json"));
+  const hf = await loadHfModel(other, "analyze");
+  const warnings: string[] = [];
+  await hfTextTokenizer(other, hf.config as TextConfig, hf.hfConfig, "analyze", (l) => warnings.push(l));
+  hf.model.dispose();
+  assert.match(warnings.join("\n"), /analyze: warning: .*tokenizer.json has 160 tokens, the model 300 word embeddings/);
+  // Weights without config.json are named as a Hugging Face folder's problem, not a checkpoint's.
+  const noConfig = mkdtempSync(join(tmpdir(), "attnlip-hf-noconfig-"));
+  cpSync(join(dir("bert"), "model.safetensors"), join(noConfig, "model.safetensors"));
+  const r = await runAttnlipHere(["analyze", noConfig, "--n", "1"]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /^attnlip: analyze: .*: no config.json; a Hugging Face folder needs the config.json that save_pretrained writes/);
 });

@@ -22,6 +22,11 @@ import type { ClipRange } from "../loss.ts";
 export interface ReadingOptions {
   /** The checkpoint's tokenizer (text; null or absent: built from the training split). */
   tokenizer?: TextTokenizer | null;
+  /**
+   * The model's own class names (an imported model's id2label): the data's labels map to these
+   * ids (a label outside them is refused); absent or null: sorted order.
+   */
+  labels?: readonly string[] | null;
   /** Text files: the text / label columns and the encoding (default: the checkpoint's). */
   textColumn?: string;
   labelColumn?: string;

@@ -40,7 +40,7 @@ export const TEXT_INPUTS: ModelInputKind = {
       tokenizer: reading.tokenizer ?? undefined,
       vocabSize: config.vocabSize,
       maxLength: config.maxLength,
-      labelNames: request.trained?.labels,
+      labelNames: request.trained?.labels ?? reading.labels ?? undefined,
       textColumn: reading.textColumn,
       labelColumn: reading.labelColumn,
       encoding: reading.encoding,

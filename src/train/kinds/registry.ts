@@ -47,7 +47,7 @@ export interface FreshDataOptions {
    * A model imported from Hugging Face to fine-tune: its config is kept (the data must fit it:
    * its image size and channels, at most its classes) and, for text, its tokenizer reads the data.
    */
-  pretrained?: { config: ModelConfig; tokenizer: TextTokenizer | null };
+  pretrained?: { config: ModelConfig; tokenizer: TextTokenizer | null; labels: readonly string[] | null };
 }
 
 /** One kind of training data (see the module comment). */

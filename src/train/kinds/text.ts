@@ -91,7 +91,7 @@ async function loadForPretrained(
   options: FreshDataOptions,
   given: TextDataset | undefined,
 ): Promise<{ dataset: TextDataset; config: ModelConfig }> {
-  const { config, tokenizer } = options.pretrained!;
+  const { config, tokenizer, labels } = options.pretrained!;
   if (config.kind !== "text" || tokenizer === null) throw new InputError("model: text data needs a text model");
   const dataset =
     given ??
@@ -103,7 +103,16 @@ async function loadForPretrained(
       labelColumn: options.labelColumn,
       encoding: options.encoding,
       tokenizer,
+      // The model's own class names (id2label), when it has them, give the data's labels their ids.
+      labelNames: labels ?? undefined,
     }));
+  for (const split of [dataset.train, dataset.test]) {
+    const empty = split.lengths.findIndex((l) => l === 0);
+    if (empty >= 0)
+      throw new InputError(
+        `data ${dataset.spec}: record ${split.indices[empty] + 1} has no tokens under this model's tokenizer (an empty text, and the tokenizer adds no special token); remove it or give the text some content`,
+      );
+  }
   if (dataset.classes > config.classes)
     throw new InputError(`model: data ${dataset.spec} has ${dataset.classes} classes (${dataset.labelNames.join(", ")}), the model's classifier only ${config.classes}`);
   return { dataset, config };
