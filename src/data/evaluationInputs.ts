@@ -282,6 +282,18 @@ export async function imageEvaluationSplit(request: EvaluationRequest): Promise<
 }
 
 /**
+ * Whether text data is evaluated record by record in file order: for an imported model (nothing
+ * to hold out) on a user's file (csv:, jsonl:); an embedded corpus, stored ordered by class,
+ * gets its seeded test split.
+ *
+ * @example readsInFileOrder("csv:mail.csv", true) // true
+ * @example readsInFileOrder("spam", true) // false
+ */
+export function readsInFileOrder(spec: string, imported: boolean): boolean {
+  return imported && parseSpec(spec, "text").arg !== null;
+}
+
+/**
  * The text test examples to evaluate, chosen as {@link imageEvaluationSplit} chooses images,
  * encoded with `text.tokenizer` (a checkpoint's) or with one built from the training split.
  *
@@ -298,8 +310,7 @@ export async function textEvaluationSplit(
   const { who, trained } = request;
   checkN(who, request.n);
   const spec = request.data ?? trained?.spec ?? "spam";
-  // An imported model reads a user's file in file order; an embedded corpus (ordered by class) gets the seeded split.
-  const fileOrder = request.imported === true && parseSpec(spec, "text").arg !== null;
+  const fileOrder = readsInFileOrder(spec, request.imported === true);
   const { data, own, contentChecked } = await chooseData(
     who,
     spec,
@@ -315,7 +326,8 @@ export async function textEvaluationSplit(
         limit: trained!.limit ?? undefined,
         testLimit: trained!.testLimit ?? undefined,
       }),
-    () => loadTextDataset(spec, { ...text, seed: request.seed, fileOrder }),
+    // Not the checkpoint's data: its training split is never read, so only the test split is tokenized (a random-init model builds its vocabulary from it).
+    () => loadTextDataset(spec, { ...text, seed: request.seed, fileOrder, testOnly: text.tokenizer !== undefined }),
   );
   if (data.classes > text.classes)
     throw new InputError(

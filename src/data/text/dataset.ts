@@ -125,6 +125,11 @@ export interface LoadTextDatasetOptions extends TextFileOptions {
    * attnlip did not train, which has nothing to hold out. Needs `tokenizer`.
    */
   fileOrder?: boolean;
+  /**
+   * Tokenize the test split only (the training split is then empty): for evaluating on data
+   * whose training part is never read. Needs `tokenizer`.
+   */
+  testOnly?: boolean;
   /** Use this tokenizer (e.g. a checkpoint's) instead of building one from the training split. */
   tokenizer?: TextTokenizer;
   /** Class names to map labels to (e.g. a checkpoint's); a label outside them is an error. */
@@ -165,8 +170,8 @@ export async function loadTextDataset(
   for (let i = 0; i < labels.length; i++) {
     if (classCounts[labels[i]]++ === 0 && firstLines !== null) firstLines[labels[i]] = lines![i];
   }
-  if (options.fileOrder && options.tokenizer === undefined)
-    throw new RangeError("loadTextDataset: fileOrder needs a tokenizer (there is no training split to build one from)");
+  if ((options.fileOrder || options.testOnly) && options.tokenizer === undefined)
+    throw new RangeError("loadTextDataset: fileOrder and testOnly need a tokenizer (no training split to build one from)");
   const split = options.fileOrder
     ? { train: new Int32Array(0), test: Int32Array.from(texts, (_, i) => i) }
     : stratifiedSplit(labels, options.testFraction ?? 0.2, options.seed ?? 0);
@@ -204,7 +209,7 @@ export async function loadTextDataset(
     classCounts,
     firstLines,
     tokenizer,
-    train: encode(trainIdx, trainTexts),
+    train: options.testOnly ? encode(new Int32Array(0), []) : encode(trainIdx, trainTexts),
     test: encode(
       testIdx,
       Array.from(testIdx, (i) => texts[i]),
