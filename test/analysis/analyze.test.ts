@@ -147,7 +147,7 @@ test("estimates stopped by the cap are flagged unconverged and counted: table, a
   model.dispose();
 });
 
-test("attnlip analyze runs on embedded digits with a random vit-tiny and writes its files", () => {
+test("attnlip analyze runs on embedded digits with a random vit-tiny and writes its files", async () => {
   const out = mkdtempSync(join(tmpdir(), "attnlip-analyze-cli-"));
   const r = runAttnlip(["analyze", "--model", "vit-tiny", "--random-init", "--seed", "0", "--data", "mnist", "--n", "2", "--no-head-truth", "--mlp", "relaxed", "--iterations", "30", "--out", out], { timeoutMs: 300_000 });
   assert.equal(r.code, 0, r.stderr);
@@ -158,12 +158,12 @@ test("attnlip analyze runs on embedded digits with a random vit-tiny and writes 
   assert.ok(readFileSync(join(out, "analysis.csv"), "utf8").startsWith("input,layer,head,variant"));
   // A second analysis into the same folder is refused before any work without --force.
   const before = readFileSync(join(out, "analysis.json"), "utf8");
-  const again = runAttnlip(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--out", out]);
+  const again = await runAttnlipHere(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--out", out]);
   assert.equal(again.code, 2, again.stderr);
   assert.match(again.stderr, /^attnlip: analyze: .*analysis\.json exists \(an earlier result\); give --force to replace it, or --out DIR to write elsewhere\n$/);
   assert.equal(again.stdout, "", "refused before any work");
   assert.equal(readFileSync(join(out, "analysis.json"), "utf8"), before);
-  const forced = runAttnlip(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--no-head-truth", "--no-block-truth", "--workers", "1", "--out", out, "--force"]);
+  const forced = await runAttnlipHere(["analyze", "--model", "vit-micro", "--random-init", "--n", "1", "--no-head-truth", "--no-block-truth", "--workers", "1", "--out", out, "--force"]);
   assert.equal(forced.code, 0, forced.stderr);
   assert.equal(JSON.parse(readFileSync(join(out, "analysis.json"), "utf8")).layers.network.true.length, 1);
 });

@@ -197,7 +197,7 @@ test("a long text is truncated to the model's positions, keeping the special tok
   assert.equal(await HfTokenizer.load(join(dir("bert"), "missing"), 8, 0, "analyze"), null);
 });
 
-test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FILE: file order, the records named, an empty text refused", () => {
+test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FILE: file order, the records named, an empty text refused", async () => {
   const work = mkdtempSync(join(tmpdir(), "attnlip-hf-text-run-"));
   const csv = join(work, "texts.csv");
   writeFileSync(csv, "text,label\nfree money now click here,spam\nthe meeting is on thursday,ham\nwin a prize today,spam\n,ham\n");
@@ -214,10 +214,10 @@ test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FIL
   assert.deepEqual(analysis.split.indices, [0, 1, 2]);
   analysis.layers.network.true.forEach((v, i) => assert.ok(analysis.layers.network["t3-exact"][i] >= v));
   // GPT-2 adds no special token: the empty fourth text has no token at all.
-  const empty = runAttnlip(["attack", dir("gpt2"), "--data", `csv:${csv}`, "--n", "4", "--out", join(work, "gpt2.json")]);
+  const empty = await runAttnlipHere(["attack", dir("gpt2"), "--data", `csv:${csv}`, "--n", "4", "--out", join(work, "gpt2.json")]);
   assert.equal(empty.code, 2, empty.stderr);
   assert.match(empty.stderr, /^attnlip: attack: data csv:.*: record 4 has no tokens under this model's tokenizer/);
-  const a = runAttnlip(["attack", dir("gpt2"), "--data", `csv:${csv}`, "--n", "3", "--eps", "0.05", "--attack", "fgsm", "--out", join(work, "gpt2.json")]);
+  const a = await runAttnlipHere(["attack", dir("gpt2"), "--data", `csv:${csv}`, "--n", "3", "--eps", "0.05", "--attack", "fgsm", "--out", join(work, "gpt2.json")]);
   assert.equal(a.code, 0, a.stderr);
   const attack = JSON.parse(readFileSync(join(work, "gpt2.json"), "utf8")) as { split: { order: string }; model: { pooling: string; causal: boolean } };
   assert.equal(attack.split.order, "file");

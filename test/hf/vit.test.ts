@@ -17,7 +17,7 @@ import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { disposeTrace } from "../../src/nn/trace.ts";
 import type { VitConfig } from "../../src/nn/config.ts";
 import { vitForward64 } from "../helpers/reference64.ts";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 const DIR = new URL("../fixtures/hf/vit-tiny-random", import.meta.url).pathname;
 
@@ -190,7 +190,7 @@ test("attnlip analyze and attack take a Hugging Face folder: the output names it
   assert.match(r.stdout, /give --out DIR to write analysis.json/);
   assert.deepEqual(readdirSync(copyDir).sort(), ["config.json", "model.safetensors", "reference.json"]);
   const out = mkdtempSync(join(tmpdir(), "attnlip-hf-run-"));
-  const a = runAttnlip(["attack", DIR, "--n", "4", "--eps", "0.05", "--attack", "fgsm", "--out", join(out, "attack.json")]);
+  const a = await runAttnlipHere(["attack", DIR, "--n", "4", "--eps", "0.05", "--attack", "fgsm", "--out", join(out, "attack.json")]);
   assert.equal(a.code, 0, a.stderr);
   const attack = JSON.parse(readFileSync(join(out, "attack.json"), "utf8")) as { split: { origin: string }; model: { activation: string } };
   assert.equal(attack.split.origin, "imported");
@@ -206,12 +206,12 @@ test("attnlip analyze and attack take a Hugging Face folder: the output names it
   tensors.set("classifier.weight", { ...head, data: head.data.slice(0, 2 * 32), shape: [2, 32] });
   tensors.set("classifier.bias", { ...tensors.get("classifier.bias")!, data: new Float32Array(2), shape: [2] });
   writeFileSync(join(twoLabels, "model.safetensors"), encodeSafetensors(new Map([...tensors].map(([k, t]) => [k, { data: t.data, shape: t.shape }]))));
-  const r2 = runAttnlip(["attack", twoLabels, "--n", "4"]);
+  const r2 = await runAttnlipHere(["attack", twoLabels, "--n", "4"]);
   assert.equal(r2.code, 2, r2.stderr);
   assert.match(r2.stderr, /^attnlip: attack: --data: mnist has 10 classes, the model only 2/);
   const bad = mkdtempSync(join(tmpdir(), "attnlip-hf-bad-"));
   writeFileSync(join(bad, "config.json"), JSON.stringify({ model_type: "bert", architectures: ["BertForMaskedLM"] }));
-  const refused = runAttnlip(["analyze", bad, "--n", "2"]);
+  const refused = await runAttnlipHere(["analyze", bad, "--n", "2"]);
   assert.equal(refused.code, 2, refused.stderr);
   assert.equal(refused.stderr.trim().split("\n").length, 1, refused.stderr);
   assert.match(refused.stderr, /analyze: .*: architecture BertForMaskedLM is not supported; attnlip imports ViTForImageClassification/);
