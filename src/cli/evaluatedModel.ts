@@ -52,9 +52,11 @@ export async function evaluatedModel(
       hf.model.dispose();
       throw e;
     }
+    if (hf.addedHead)
+      console.error(`${who}: warning: ${hf.architecture} has no classifier: attnlip added a linear head on its pooled output (random, seed 0), so its logits, accuracies and network values are those of a random head; fine-tune it with attnlip train --model ${checkpoint}`);
     return {
       model: hf.model as TransformerClassifier,
-      source: `${checkpoint} (Hugging Face ${hf.architecture})`,
+      source: `${checkpoint} (Hugging Face ${hf.architecture}${hf.addedHead ? ", with a random linear head added" : ""})`,
       tokenizer,
       trained: null,
       imported: true,

@@ -1,4 +1,5 @@
 import { Command } from "commander";
+import { HF_ARCHITECTURES } from "../hf/architectures.ts";
 import { InputError } from "../util/errors.ts";
 
 interface ExportFlags {
@@ -29,5 +30,7 @@ export function exportCommand(): Command {
       const { exportModel } = await import("./exportRun.ts");
       const { written, architecture } = await exportModel(source, flags.out, flags.force === true);
       console.log(`wrote ${flags.out} (Hugging Face ${architecture}: ${written.map((p) => p.split("/").pop()).join(", ")})`);
+      if (HF_ARCHITECTURES.get(architecture)?.addsHead)
+        console.log(`  the linear head attnlip added is not part of ${architecture} and is not written`);
     });
 }

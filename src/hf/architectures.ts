@@ -1,4 +1,5 @@
 import type { HfArchitecture } from "./types.ts";
+import { bertModel, gpt2Model, vitModel } from "./baseModels.ts";
 import { bertForSequenceClassification } from "./bert.ts";
 import { gpt2ForSequenceClassification } from "./gpt2.ts";
 import { vitForImageClassification } from "./vit.ts";
@@ -8,5 +9,5 @@ import { vitForImageClassification } from "./vit.ts";
  * `architectures`. Adding one: a file like vit.ts and a line here.
  */
 export const HF_ARCHITECTURES: ReadonlyMap<string, HfArchitecture> = new Map(
-  [vitForImageClassification, bertForSequenceClassification, gpt2ForSequenceClassification].map((a) => [a.name, a]),
+  [vitForImageClassification, bertForSequenceClassification, gpt2ForSequenceClassification, vitModel, bertModel, gpt2Model].map((a) => [a.name, a]),
 );

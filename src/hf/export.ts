@@ -14,6 +14,7 @@ import { vitHfConfig } from "./vit.ts";
 
 /** What a Hugging Face folder is written from. */
 export interface HfExport {
+  /** The architecture; a base model's (addsHead) leaves out the head attnlip added. */
   architecture: HfArchitecture;
   /** config.json to write (the imported one, or one built for an attnlip ViT). */
   hfConfig: Record<string, unknown>;

@@ -19,6 +19,8 @@ export interface HfModel {
   hfConfig: Record<string, unknown>;
   /** The model's own class names (id2label), or null when it has only placeholders ({@link hfLabelNames}). */
   labels: string[] | null;
+  /** A base model's head, added by attnlip (random, seed 0): not in the file, not exported. */
+  addedHead: boolean;
 }
 
 /**
@@ -86,12 +88,13 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
   tensors.clear();
   const model = createModel(config);
   try {
-    model.setWeights(weights);
+    // A base model has no classifier: its head keeps createModel's seeded initialisation.
+    model.setWeights(weights, { partial: arch.addsHead === true });
   } catch (e) {
     model.dispose();
     throw new HfImportError(`${where}: ${(e as Error).message}`);
   }
-  return { model, config, architecture: arch.name, hfConfig: hf, labels: hfLabelNames(hf) };
+  return { model, config, architecture: arch.name, hfConfig: hf, labels: hfLabelNames(hf), addedHead: arch.addsHead === true };
 }
 
 function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {

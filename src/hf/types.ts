@@ -25,6 +25,11 @@ export interface HfArchitecture {
    * way to import, the other way to export.
    */
   tensors(config: ModelConfig): TensorEntry[];
+  /**
+   * A base model (ViTModel, BertModel, GPT2Model): the file has no classifier, so attnlip adds a
+   * linear head on the pooled output, initialised with seed 0 (absent: false).
+   */
+  addsHead?: boolean;
   /** File tensors that carry no weight and are skipped on import (older files' buffers). */
   ignored?(name: string): boolean;
 }

@@ -50,6 +50,8 @@ export const VitConfigSchema = z
     channels: positiveInt,
     patchSize: positiveInt,
     ...encoderFields,
+    /** A tanh pooler on the CLS token before the head (Hugging Face's ViTModel): `pooler.w`, `pooler.b`. Absent: none. */
+    pooler: z.literal("tanh").optional(),
   })
   .superRefine((cfg, ctx) => {
     checkHeads(cfg, ctx);

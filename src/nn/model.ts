@@ -86,7 +86,7 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
    */
   get layout(): { embeddingNorm: boolean; finalNorm: boolean; pooler: boolean; headBias: boolean } {
     const c = this.config;
-    if (c.kind !== "text") return { embeddingNorm: false, finalNorm: true, pooler: false, headBias: true };
+    if (c.kind !== "text") return { embeddingNorm: false, finalNorm: true, pooler: c.pooler === "tanh", headBias: true };
     return {
       embeddingNorm: c.embeddingNorm ?? false,
       finalNorm: c.finalNorm ?? true,

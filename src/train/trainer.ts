@@ -139,7 +139,9 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
       "train",
     );
     await writeHfFolder(join(out, HF_EXPORT_FOLDER), exported, "train", { replace: true });
-    progress.log(`wrote ${join(out, HF_EXPORT_FOLDER)} (Hugging Face ${exported.architecture.name}, the fine-tuned weights)`);
+    progress.log(
+      `wrote ${join(out, HF_EXPORT_FOLDER)} (Hugging Face ${exported.architecture.name}, the fine-tuned weights${exported.architecture.addsHead ? `; the head attnlip added is not part of ${exported.architecture.name} and stays in the checkpoint` : ""})`,
+    );
   }
   return {
     model: run.model,

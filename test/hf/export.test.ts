@@ -8,6 +8,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
+import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
+import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
+import { disposeTrace } from "../../src/nn/trace.ts";
 import { encodeSafetensors, readSafetensors } from "../../src/io/safetensors.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { loadCheckpoint } from "../../src/train/checkpoint.ts";
@@ -175,4 +178,58 @@ test("export keeps a float16 model's dtype, names a fine-tuned run's classes, re
   const empty = join(work, "empty.csv");
   writeFileSync(empty, "text,label\n" + Array.from({ length: 10 }, (_, i) => `${i === 4 ? "" : `text ${i}`},${i % 2}`).join("\n") + "\n");
   await assert.rejects(train({ data: `csv:${empty}`, model: dir("gpt2"), epochs: 1, progress: "none", log: () => {} }), /record 5 has no tokens under this model's tokenizer/);
+});
+
+test("base models (ViTModel, BertModel, GPT2Model) import with a random head added (said on stderr), bound above their true values, and export back without it", async () => {
+  await useBackend("wasm");
+  const work = mkdtempSync(join(tmpdir(), "attnlip-hf-base-"));
+  const bases = [
+    ["vit", "ViTModel", "vit."],
+    ["bert", "BertModel", "bert."],
+    ["gpt2", "GPT2Model", "transformer."],
+  ] as const;
+  for (const [m, name, prefix] of bases) {
+    const base = join(work, name);
+    mkdirSync(base);
+    const { tensors } = await readSafetensors(join(dir(m), "model.safetensors"));
+    const kept = new Map<string, { data: Float32Array; shape: number[] }>();
+    for (const [k, t] of tensors) if (k.startsWith(prefix)) kept.set(k.slice(prefix.length), { data: t.data, shape: t.shape });
+    if (m === "vit") {
+      const d = 32;
+      kept.set("pooler.dense.weight", { data: Float32Array.from({ length: d * d }, (_, i) => Math.sin(i) / 8), shape: [d, d] });
+      kept.set("pooler.dense.bias", { data: new Float32Array(d).fill(0.1), shape: [d] });
+    }
+    writeFileSync(join(base, "model.safetensors"), encodeSafetensors(kept, { format: "pt" }));
+    const config = json(join(dir(m), "config.json")) as Record<string, unknown>;
+    delete config.id2label;
+    delete config.label2id;
+    writeFileSync(join(base, "config.json"), JSON.stringify({ ...config, architectures: [name] }));
+    if (m !== "vit") cpSync(join(dir(m), "tokenizer.json"), join(base, "tokenizer.json"));
+    const hf = await loadHfModel(base, "analyze");
+    const full = await loadHfModel(dir(m), "analyze");
+    try {
+      assert.equal(hf.addedHead, true);
+      const a = full.model.getWeights();
+      for (const [k, t] of hf.model.getWeights()) if (!k.startsWith("head.") && !k.startsWith("pooler.")) assert.deepEqual(t.data, a.get(k)!.data, `${name}: ${k}`);
+      const model = hf.model as TransformerClassifier;
+      const x = m === "vit" ? tf.randomUniform([1, 28, 28, 1], 0, 1, "float32", 5) : tf.tensor2d([[2, 20, 30, 40, 3]], [1, 5], "int32");
+      const { logits, trace } = model.forward(x, { trace: true });
+      logits.dispose();
+      const truth = networkLipschitz(model, x)[0];
+      const bounds = networkBounds(model, trace!).examples[0];
+      for (const [v, b] of Object.entries(bounds.network)) assert.ok(b >= truth, `${name}: ${v} ${b} < ${truth}`);
+      assert.equal(bounds.layers.some((l) => l.kind === "pooler"), m !== "gpt2");
+      disposeTrace(trace!);
+      x.dispose();
+    } finally {
+      hf.model.dispose();
+      full.model.dispose();
+    }
+    await exportModel(base, join(work, `${name}-out`), false);
+    await sameTensors(join(base, "model.safetensors"), join(work, `${name}-out`, "model.safetensors"));
+  }
+  const r = await runAttnlipHere(["analyze", join(work, "BertModel"), "--data", `csv:${new URL("../fixtures/hf/texts.csv", import.meta.url).pathname}`, "--n", "1", "--no-head-truth", "--no-block-truth"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stderr, /analyze: warning: BertModel has no classifier: attnlip added a linear head on its pooled output \(random, seed 0\)/);
+  assert.match(r.stdout, /\(Hugging Face BertModel, with a random linear head added\)/);
 });
