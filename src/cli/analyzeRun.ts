@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { useBackend, type BackendName } from "../backend.ts";
+import type { ModelConfig } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { describeSplit } from "../data/evaluationInputs.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
@@ -99,12 +100,32 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       .catch(asInputError);
     if (inputs.count < run.n)
       console.error(`analyze: ${imported ? "the data has" : "the test split has"} ${inputs.count} ${imported ? "examples" : "held-out examples"}; using all of them (asked for ${run.n})`);
+    const cost = exactMlpCost(model.config, inputs.x.shape[1] as number);
+    if (run.mlp === "local" && cost > EXACT_MLP_WARNING_FLOPS)
+      console.error(
+        `analyze: warning: --mlp local forms each token's MLP Jacobian exactly: about ${(cost / 1e9).toFixed(0)} GFLOP per input for this model (minutes to hours); --mlp relaxed takes seconds`,
+      );
     console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
     console.log(`  data: ${describeSplit(inputs.info)}`);
     return await analyzeAndWrite(model, run, source, inputs, imported);
   } finally {
     model.dispose();
   }
+}
+
+/** Above this many floating-point operations per input, the exact MLP rules get a warning (about a minute in JavaScript). */
+const EXACT_MLP_WARNING_FLOPS = 5e10;
+
+/**
+ * The floating-point operations of the exact MLP rules per input: per block and token, the
+ * d x d Jacobian W_1 diag(act') W_2 (2 d^2 hidden) twice (the MLP's own value and the row-wise
+ * run, docs/math.md section 3).
+ *
+ * @param n tokens (ViT: patches + 1; text: the padded length), or the image side for a ViT input.
+ */
+function exactMlpCost(config: ModelConfig, n: number): number {
+  const tokens = config.kind === "vit" ? (config.imageSize / config.patchSize) ** 2 + 1 : n;
+  return 2 * 2 * config.dModel * config.dModel * config.mlpHidden * tokens * config.blocks;
 }
 
 /**
