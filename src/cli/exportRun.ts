@@ -1,4 +1,4 @@
-import { existsSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { useBackend } from "../backend.ts";
 import { isHfFolder, loadHfModel } from "../hf/load.ts";
@@ -18,7 +18,8 @@ export async function exportModel(source: string, out: string, force: boolean): 
   const who = "export";
   await useBackend("cpu"); // the weights only pass through tensors: no computation
   if (!existsSync(source) || !statSync(source).isDirectory()) throw new InputError(`${who}: ${source} is not a folder`);
-  if (resolve(source) === resolve(out)) throw new InputError(`${who}: --out: ${out} is the source folder; write the export elsewhere`);
+  if (resolve(source) === resolve(out) || (existsSync(out) && realpathSync(out) === realpathSync(source)))
+    throw new InputError(`${who}: --out: ${out} is the source folder; write the export elsewhere`);
   if (await isHfFolder(source)) {
     const hf = await loadHfModel(source, who);
     try {

@@ -74,9 +74,12 @@ export const bertForSequenceClassification: HfArchitecture = {
         { hf: `${hf}.output.LayerNorm.bias`, shape: [d], at: `${at}.ln2.beta`, layout: "same" },
       );
     }
+    if (config.pooler === "tanh")
+      out.push(
+        { hf: "bert.pooler.dense.weight", shape: [d, d], at: "pooler.w", layout: "transpose" },
+        { hf: "bert.pooler.dense.bias", shape: [d], at: "pooler.b", layout: "same" },
+      );
     out.push(
-      { hf: "bert.pooler.dense.weight", shape: [d, d], at: "pooler.w", layout: "transpose" },
-      { hf: "bert.pooler.dense.bias", shape: [d], at: "pooler.b", layout: "same" },
       { hf: "classifier.weight", shape: [classes, d], at: "head.w", layout: "transpose" },
       { hf: "classifier.bias", shape: [classes], at: "head.b", layout: "same" },
     );

@@ -48,6 +48,10 @@ export const HF_FILES = ["config.json", "model.safetensors", "tokenizer.json"] a
  */
 export async function writeHfFolder(dir: string, source: HfExport, who: string, options: { replace?: boolean } = {}): Promise<string[]> {
   if (existsSync(dir) && !statSync(dir).isDirectory()) throw new InputError(`${who}: --out: ${dir} is a file; give a folder`);
+  // A training checkpoint is never overwritten, --force or not: its config.json and model.safetensors are attnlip's.
+  const checkpointFile = ["train_state.json", "optimizer.safetensors"].find((f) => existsSync(join(dir, f)));
+  if (checkpointFile !== undefined)
+    throw new InputError(`${who}: --out: ${dir} holds a training checkpoint (${checkpointFile}); an export never replaces one, choose another folder`);
   const dtype = storedDtype(source.hfConfig);
   const files = HF_FILES.filter((f) => f !== "tokenizer.json" || source.tokenizer !== null);
   if (!options.replace) {
@@ -64,7 +68,11 @@ export async function writeHfFolder(dir: string, source: HfExport, who: string, 
   if (options.replace) await removeShards(dir);
   const written: string[] = [];
   const write = async (name: string, content: string | Uint8Array) => {
-    await writeFileAtomically(join(dir, name), content);
+    try {
+      await writeFileAtomically(join(dir, name), content);
+    } catch (e) {
+      throw new InputError(`${who}: --out: cannot write ${join(dir, name)} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
     written.push(join(dir, name));
   };
   await write("model.safetensors", encodeSafetensors(tensors, { format: "pt" }, { dtype }));

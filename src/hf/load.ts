@@ -76,14 +76,17 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     throw new HfImportError(`${where}: config.json: ${(e as Error).message}`);
   }
   const arch = architectureOf(hf, where);
-  let config: ModelConfig;
-  try {
-    config = parseModelConfig(arch.config(hf, where));
-  } catch (e) {
-    if (e instanceof ConfigError) throw new HfImportError(`${where}: config.json gives an invalid model: ${e.message}`);
-    throw e;
-  }
+  const check = (names?: ReadonlySet<string>): ModelConfig => {
+    try {
+      return parseModelConfig(arch.config(hf, where, names));
+    } catch (e) {
+      if (e instanceof ConfigError) throw new HfImportError(`${where}: config.json gives an invalid model: ${e.message}`);
+      throw e;
+    }
+  };
+  check(); // settings attnlip does not compute are refused before the weights are read
   const tensors = await readWeights(dir, where);
+  const config = check(new Set(tensors.keys()));
   const weights = importTensors(arch.tensors(config), tensors, arch.name, where, arch.ignored);
   tensors.clear();
   const model = createModel(config);

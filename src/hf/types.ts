@@ -14,12 +14,13 @@ export interface HfArchitecture {
   /** config.json's `model_type` the class belongs to, e.g. "vit". */
   modelType: string;
   /**
-   * The attnlip config for a Hugging Face config.
+   * The attnlip config for a Hugging Face config (and, where the file decides a part, e.g. a base
+   * model saved with or without its pooler, the names of the file's tensors).
    *
    * @throws HfImportError naming the field and what attnlip supports when a setting has no
    *   attnlip equivalent.
    */
-  config(hf: Record<string, unknown>, who: string): ModelConfigInput;
+  config(hf: Record<string, unknown>, who: string, tensorNames?: ReadonlySet<string>): ModelConfigInput;
   /**
    * Which file tensor holds which attnlip parameters, in which layout (tensorMap.ts): read one
    * way to import, the other way to export.

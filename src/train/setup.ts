@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { batchCount, SeededRng, type ImageDataset } from "../data/dataset.ts";
@@ -10,6 +10,7 @@ import { writeFileAtomically } from "../io/atomicWrite.ts";
 import type { ModelConfigInput } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";
 import type { TextTokenizer } from "../data/text/tokenizer.ts";
+import { HF_EXPORT_FOLDER } from "../hf/export.ts";
 import { isHfFolder, loadHfModel, type HfModel } from "../hf/load.ts";
 import { hfTextTokenizer } from "../hf/textTokenizer.ts";
 import { InputError } from "../util/errors.ts";
@@ -276,7 +277,12 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     trainSeconds: 0,
     history: [],
   };
-  if (hf !== null) state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
+  if (hf !== null) {
+    state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
+    if (out !== null) checkHfExportFolder(out);
+    if (hf.addedHead)
+      (options.warn ?? console.error)(`train: warning: ${hf.architecture} has no classifier: attnlip added a linear head on its pooled output (random, seed 0), which this run trains`);
+  }
   const model = hf?.model ?? createModel(config, seed);
   const optimizer = new AdamW(model.params.entries(), { weightDecay });
   if (out !== null) {
@@ -286,6 +292,18 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   const held = heldOutTest(kind, dataset);
   recordHeldOut(state, held);
   return { model, optimizer, state, out, kind, hfConfig: hf?.hfConfig ?? null, ...held };
+}
+
+/**
+ * Before any training: the folder where a fine-tuned Hugging Face model is written at the end
+ * (RUN/hf) must be a folder or absent.
+ *
+ * @throws InputError naming it.
+ */
+function checkHfExportFolder(out: string): void {
+  const dir = join(out, HF_EXPORT_FOLDER);
+  if (existsSync(dir) && !statSync(dir).isDirectory())
+    throw new InputError(`train: ${dir} is a file; a fine-tuned Hugging Face model is written there in its own format at the end, so move the file away first`);
 }
 
 /**
@@ -347,6 +365,7 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
     await truncateMetrics(join(out, "metrics.jsonl"), state.step);
     const held = heldOutTest(kind, dataset);
     recordHeldOut(state, held);
+    if (ckpt.hfConfig !== null) checkHfExportFolder(out);
     return { model, optimizer, state, out, kind, hfConfig: ckpt.hfConfig, ...held };
   } catch (e) {
     model.dispose();

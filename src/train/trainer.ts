@@ -126,7 +126,7 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
   }
   await stepper.close();
   run.optimizer.dispose();
-  if (out !== null && run.hfConfig !== null && state.epoch === state.epochs) {
+  if (out !== null && run.hfConfig !== null && state.epoch === state.epochs && trainedImages > 0) {
     // A fine-tuned Hugging Face model is also written in its own format, next to the checkpoint.
     const exported = hfExportOf(
       {

@@ -3,7 +3,7 @@
 // imports back to the checkpoint's function; an attnlip ViT exports as ViTForImageClassification.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
@@ -232,4 +232,37 @@ test("base models (ViTModel, BertModel, GPT2Model) import with a random head add
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /analyze: warning: BertModel has no classifier: attnlip added a linear head on its pooled output \(random, seed 0\)/);
   assert.match(r.stdout, /\(Hugging Face BertModel, with a random linear head added\)/);
+});
+
+test("an export never replaces a training checkpoint (--force, or a link to the source); a base model saved without its pooler reads the first token; a file at RUN/hf is refused before fine-tuning", async () => {
+  await useBackend("wasm");
+  const work = mkdtempSync(join(tmpdir(), "attnlip-export-guard-"));
+  const run = join(work, "run");
+  const r = await train({ data: "mnist", model: "vit-micro", limit: 32, testLimit: 16, epochs: 1, out: run, progress: "none", log: () => {} });
+  r.model.dispose();
+  const before = readFileSync(join(run, "model.safetensors"));
+  await assert.rejects(exportModel(dir("vit"), run, true), /--out: .*run holds a training checkpoint \(train_state.json\); an export never replaces one/);
+  symlinkSync(run, join(work, "link"));
+  await assert.rejects(exportModel(run, join(work, "link"), true), /is the source folder/);
+  assert.deepEqual(readFileSync(join(run, "model.safetensors")), before);
+  // BertModel saved with add_pooling_layer=False: no pooler tensors, the head reads [CLS].
+  const base = join(work, "bert-nopool");
+  mkdirSync(base);
+  const { tensors } = await readSafetensors(join(dir("bert"), "model.safetensors"));
+  const kept = new Map<string, { data: Float32Array; shape: number[] }>();
+  for (const [k, t] of tensors) if (k.startsWith("bert.") && !k.startsWith("bert.pooler.")) kept.set(k.slice(5), { data: t.data, shape: t.shape });
+  writeFileSync(join(base, "model.safetensors"), encodeSafetensors(kept));
+  writeFileSync(join(base, "config.json"), JSON.stringify({ ...(json(join(dir("bert"), "config.json")) as object), architectures: ["BertModel"] }));
+  cpSync(join(dir("bert"), "tokenizer.json"), join(base, "tokenizer.json"));
+  const hf = await loadHfModel(base, "analyze");
+  assert.equal(hf.config.kind === "text" ? hf.config.pooler : "?", undefined);
+  hf.model.dispose();
+  // RUN/hf is where the fine-tuned model goes: a file there is refused before any training.
+  const blocked = join(work, "blocked");
+  mkdirSync(blocked);
+  writeFileSync(join(blocked, "hf"), "x");
+  const csv = join(work, "t.csv");
+  writeFileSync(csv, "text,label\n" + Array.from({ length: 20 }, (_, i) => `text ${i},${i % 2}`).join("\n") + "\n");
+  await assert.rejects(train({ data: `csv:${csv}`, model: dir("bert"), epochs: 1, out: blocked, progress: "none", log: () => {}, warn: () => {} }), /blocked\/hf is a file; a fine-tuned Hugging Face model is written there/);
+  assert.ok(!existsSync(join(blocked, "model.safetensors")), "nothing trained");
 });
