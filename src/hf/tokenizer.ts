@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
-import type { TextTokenizer } from "../data/text/tokenizer.ts";
+import { padRows, type TextTokenizer } from "../data/text/tokenizer.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { HfImportError } from "./types.ts";
 
@@ -113,14 +113,7 @@ export class HfTokenizer implements TextTokenizer {
   }
 
   encodeBatch(texts: readonly string[], length = this.maxLength): { ids: Int32Array; lengths: Int32Array } {
-    const ids = new Int32Array(texts.length * length).fill(this.padId);
-    const lengths = new Int32Array(texts.length);
-    texts.forEach((t, i) => {
-      const row = this.encode(t).slice(0, length);
-      ids.set(row, i * length);
-      lengths[i] = row.length;
-    });
-    return { ids, lengths };
+    return padRows(texts.map((t) => this.encode(t)), length, this.padId);
   }
 
   decode(ids: ArrayLike<number>): string[] {

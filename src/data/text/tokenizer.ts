@@ -88,6 +88,23 @@ export interface TextTokenizer {
   toJSON(): unknown;
 }
 
+/**
+ * Token id rows as a padded matrix [count, length] (row-major): each row cut to `length`, then
+ * `padId` after it; and each row's length.
+ *
+ * @example padRows([[2, 7], [2]], 3, 0) // { ids: [2, 7, 0, 2, 0, 0], lengths: [2, 1] }
+ */
+export function padRows(rows: readonly ArrayLike<number>[], length: number, padId: number): { ids: Int32Array; lengths: Int32Array } {
+  const ids = new Int32Array(rows.length * length).fill(padId);
+  const lengths = new Int32Array(rows.length);
+  rows.forEach((row, i) => {
+    const n = Math.min(row.length, length);
+    for (let k = 0; k < n; k++) ids[i * length + k] = row[k];
+    lengths[i] = n;
+  });
+  return { ids, lengths };
+}
+
 /** A word-level tokenizer (see the module comment). Immutable once built. */
 export class WordTokenizer implements TextTokenizer {
   readonly vocab: readonly string[];
@@ -174,14 +191,7 @@ export class WordTokenizer implements TextTokenizer {
     texts: readonly string[],
     length = this.maxLength,
   ): { ids: Int32Array; lengths: Int32Array } {
-    const ids = new Int32Array(texts.length * length);
-    const lengths = new Int32Array(texts.length);
-    texts.forEach((t, i) => {
-      const row = this.encode(t).subarray(0, length);
-      ids.set(row, i * length);
-      lengths[i] = row.length;
-    });
-    return { ids, lengths };
+    return padRows(texts.map((t) => this.encode(t)), length, PAD_ID);
   }
 
   /** The tokens of ids (for display), [PAD] rows included. */

@@ -32,16 +32,7 @@ export const TEXT_TRAINING: TrainingKind = {
     if (base.kind !== "text") throw new InputError("model: text data needs a text model");
     const dataset =
       (given as TextDataset | undefined) ??
-      (await loadTextDataset(spec, {
-        seed: options.seed,
-        limit: options.limit,
-        testLimit: options.testLimit,
-        textColumn: options.textColumn,
-        labelColumn: options.labelColumn,
-        encoding: options.encoding,
-        vocabSize: base.vocabSize,
-        maxLength: base.maxLength,
-      }));
+      (await loadTextDataset(spec, { ...reading(options), vocabSize: base.vocabSize, maxLength: base.maxLength }));
     return { dataset, config: modelConfigForText(model, dataset) };
   },
   reload: (state, tokenizer) =>
@@ -80,6 +71,12 @@ export const TEXT_TRAINING: TrainingKind = {
   },
 };
 
+/** How a fresh run reads its text data: split seed, limits, columns and encoding. */
+function reading(options: FreshDataOptions) {
+  const { seed, limit, testLimit, textColumn, labelColumn, encoding } = options;
+  return { seed, limit, testLimit, textColumn, labelColumn, encoding };
+}
+
 /**
  * The data of a fine-tuned Hugging Face text model: read with its tokenizer, at most its
  * classes.
@@ -95,17 +92,8 @@ async function loadForPretrained(
   if (config.kind !== "text" || tokenizer === null) throw new InputError("model: text data needs a text model");
   const dataset =
     given ??
-    (await loadTextDataset(spec, {
-      seed: options.seed,
-      limit: options.limit,
-      testLimit: options.testLimit,
-      textColumn: options.textColumn,
-      labelColumn: options.labelColumn,
-      encoding: options.encoding,
-      tokenizer,
-      // The model's own class names (id2label), when it has them, give the data's labels their ids.
-      labelNames: labels ?? undefined,
-    }));
+    // The model's own class names (id2label), when it has them, give the data's labels their ids.
+    (await loadTextDataset(spec, { ...reading(options), tokenizer, labelNames: labels ?? undefined }));
   for (const split of [dataset.train, dataset.test]) {
     const empty = split.lengths.findIndex((l) => l === 0);
     if (empty >= 0)
