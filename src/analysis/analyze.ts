@@ -149,6 +149,12 @@ export interface Analysis {
    * values were not computed.
    */
   compositionFloor: number[];
+  /**
+   * Each top-level layer outside the blocks (embedding, embedding.norm, norm or pool, pooler,
+   * head) by name: its factor per input, the same for every variant. Their product times the
+   * blocks' bounds is the network bound.
+   */
+  outside: Record<string, number[]>;
   summary: { blocks: BoundsSummary[]; network: BoundsSummary; compositionFloor: FloorSummary | null };
   /** Seconds spent: bounds, true values. */
   seconds: { bounds: number; truth: number };
@@ -203,6 +209,8 @@ export interface AnalysisPart {
   blocks: BlockAnalysis[];
   network: BoundsAgainstTruth;
   compositionFloor: number[];
+  /** Factors of the layers outside the blocks per input ({@link Analysis.outside}). */
+  outside: Record<string, number[]>;
   /** Every real attention row of these inputs, in input order. */
   rows: AttentionRow[];
   /** The first input's attention maps. */
@@ -333,6 +341,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
   const blocks: BlockAnalysis[] = [];
   const network = emptyBounds(variants);
   const floors: number[] = [];
+  const outside: Record<string, number[]> = {};
   let inputSpace: "image" | "embedding" = "image";
   let boundSeconds = 0;
   let truthSeconds = 0;
@@ -408,6 +417,8 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
           }
         });
         floors.push(compositionFloor(ex, blockTrue));
+        for (const layer of ex.layers)
+          if (layer.shared !== null) (outside[layer.name] ??= []).push(layer.shared);
         options.onProgress?.(start + e + 1, count);
       }
       truthSeconds += (performance.now() - t1) / 1000;
@@ -423,6 +434,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     blocks,
     network,
     compositionFloor: floors,
+    outside,
     rows: allRows,
     attentionMaps,
     seconds: { bounds: boundSeconds, truth: truthSeconds },
@@ -458,6 +470,8 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
   const blocks = parts[0].blocks.map((_, i) => concatBlock(parts.map((p) => p.blocks[i])));
   const network = concatBounds(parts.map((p) => p.network));
   const floors = concat(parts.map((p) => p.compositionFloor));
+  const outside: Record<string, number[]> = {};
+  for (const name of Object.keys(parts[0].outside)) outside[name] = concat(parts.map((p) => p.outside[name] ?? []));
   const allRows = parts.flatMap((p) => p.rows);
   const keep = options.maxAttentionRows ?? 5000;
   const stride = Math.max(1, allRows.length / keep);
@@ -477,6 +491,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
     blocks,
     network,
     compositionFloor: floors,
+    outside,
     summary: { blocks: blocks.map(summarizeBounds), network: summarizeBounds(network), compositionFloor: summarizeFloor(network, floors) },
     seconds: {
       bounds: parts.reduce((a, p) => a + p.seconds.bounds, 0),

@@ -56,6 +56,7 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
     truthMethod: "exact: spectral norm of the C x D input Jacobian",
     compositionFloor: analysis.compositionFloor,
     compositionFloorMethod: COMPOSITION_FLOOR_NOTE,
+    outsideBlocks: analysis.outside,
   };
   const summary: Record<string, unknown> = {};
   analysis.blocks.forEach((b, i) => (summary[b.name] = analysis.summary.blocks[i]));

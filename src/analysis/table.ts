@@ -1,3 +1,4 @@
+import { median } from "simple-statistics";
 import { formatNumber, renderTable } from "../util/table.ts";
 import {
   convergenceCount,
@@ -82,6 +83,9 @@ export function analysisTables(analysis: Analysis): string {
         `; the tightest network bound (${tightest}) is ${formatNumber(floor.boundOverFloor[tightest].median)}x the floor.`,
     );
   }
+  const outside = Object.entries(analysis.outside);
+  if (outside.length > 0)
+    parts.push(`Factors outside the blocks (medians; the same for every variant): ${outside.map(([name, v]) => `${name} ${formatNumber(median(v))}`).join(", ")}.`);
   parts.push(convergenceLine(analysis.convergence));
   return parts.join("\n");
 }

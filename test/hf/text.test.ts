@@ -207,8 +207,16 @@ test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FIL
   assert.match(r.stdout, /the records of csv:.* in file order \(imported model, not trained by attnlip/);
   const analysis = JSON.parse(readFileSync(join(work, "bert", "analysis.json"), "utf8")) as {
     split: { origin: string; order: string; indices: number[] };
-    layers: { network: { true: number[]; "t3-exact": number[] } };
+    layers: Record<string, Record<string, number[]>> & { network: { true: number[]; "t3-exact": number[]; outsideBlocks: Record<string, number[]> } };
   };
+  // BERT's factors outside the blocks; with the blocks' bounds they multiply to the network bound.
+  const outside = analysis.layers.network.outsideBlocks;
+  assert.deepEqual(Object.keys(outside), ["embedding", "embedding.norm", "pool", "pooler", "head"]);
+  analysis.layers.network["t3-exact"].forEach((bound, i) => {
+    const product = Object.values(outside).reduce((p, v) => p * v[i], 1) * analysis.layers["block.0"]["t3-exact"][i] * analysis.layers["block.1"]["t3-exact"][i];
+    assert.ok(Math.abs(product - bound) <= 1e-9 * bound, `input ${i}: ${product} vs ${bound}`);
+  });
+  assert.match(r.stdout, /Factors outside the blocks \(medians; the same for every variant\): embedding 1, embedding.norm [\d.]+, pool 1, pooler [\d.]+, head [\d.]+\./);
   assert.equal(analysis.split.origin, "imported");
   assert.equal(analysis.split.order, "file");
   assert.deepEqual(analysis.split.indices, [0, 1, 2]);
