@@ -4,6 +4,7 @@ import { benchLipschitz } from "./lipschitz.bench.ts";
 import { benchTrain } from "./train.bench.ts";
 import { benchParallel } from "./parallel.bench.ts";
 import { benchHf } from "./hf.bench.ts";
+import { benchTokenizers } from "./tokenizers.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -15,6 +16,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   train: benchTrain,
   parallel: benchParallel,
   hf: benchHf,
+  tokenizers: benchTokenizers,
 };
 
 const wanted = process.argv.slice(2);

@@ -3,13 +3,12 @@ import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import { encodeSafetensors } from "../io/safetensors.ts";
-import { parseJsonStrict } from "../io/strictJson.ts";
 import type { ModelConfig } from "../nn/config.ts";
 import type { NamedArray } from "../nn/params.ts";
 import { InputError } from "../util/errors.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
 import { exportTensors } from "./tensorMap.ts";
-import { HfImportError, hfLabelNames, type HfArchitecture } from "./types.ts";
+import { HfImportError, hfLabelNames, readJsonObject, type HfArchitecture } from "./types.ts";
 import { vitHfConfig } from "./vit.ts";
 
 /** What a Hugging Face folder is written from. */
@@ -157,10 +156,5 @@ function withLabels(hf: Record<string, unknown>, labels: readonly string[] | und
  */
 export async function readTokenizerDocument(dir: string, who: string): Promise<unknown> {
   const path = join(dir, "tokenizer.json");
-  if (!existsSync(path)) return null;
-  try {
-    return parseJsonStrict(await readFile(path, "utf8"));
-  } catch (e) {
-    throw new HfImportError(`${who}: ${path}: ${(e as Error).message}`);
-  }
+  return existsSync(path) ? readJsonObject(path, `${who}: ${path}`) : null;
 }

@@ -7,7 +7,7 @@ import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts
 import { createModel, type Model } from "../nn/create.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
 import { importTensors } from "./tensorMap.ts";
-import { HfImportError, hfLabelNames, type HfArchitecture } from "./types.ts";
+import { HfImportError, hfLabelNames, readJsonObject, type HfArchitecture } from "./types.ts";
 
 /** A model imported from a Hugging Face folder. The caller disposes `model`. */
 export interface HfModel {
@@ -67,14 +67,7 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
   const where = `${who}: ${dir}`;
   const configPath = join(dir, "config.json");
   if (!existsSync(configPath)) throw new HfImportError(`${where}: no config.json`);
-  let hf: Record<string, unknown>;
-  try {
-    const json = parseJsonStrict(await readFile(configPath, "utf8"));
-    if (typeof json !== "object" || json === null || Array.isArray(json)) throw new SyntaxError("not a JSON object");
-    hf = json as Record<string, unknown>;
-  } catch (e) {
-    throw new HfImportError(`${where}: config.json: ${(e as Error).message}`);
-  }
+  const hf = await readJsonObject(configPath, `${where}: config.json`);
   const arch = architectureOf(hf, where);
   const check = (names?: ReadonlySet<string>): ModelConfig => {
     try {

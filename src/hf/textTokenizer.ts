@@ -1,6 +1,6 @@
 import type { TextConfig } from "../nn/config.ts";
 import { HfTokenizer } from "./tokenizer.ts";
-import { HfImportError } from "./types.ts";
+import { HfImportError, hfPadTokenId } from "./types.ts";
 
 /**
  * The tokenizer of an imported text model: DIR/tokenizer.json, checked against the model (its
@@ -21,8 +21,7 @@ export async function hfTextTokenizer(
   who: string,
   warn: (line: string) => void = () => {},
 ): Promise<HfTokenizer> {
-  const pad = typeof hfConfig.pad_token_id === "number" ? hfConfig.pad_token_id : null;
-  const tokenizer = await HfTokenizer.load(dir, config.maxLength, pad, who);
+  const tokenizer = await HfTokenizer.load(dir, config.maxLength, hfPadTokenId(hfConfig), who);
   if (tokenizer === null)
     throw new HfImportError(`${who}: ${dir}: no tokenizer.json; attnlip reads texts with the model's own tokenizer (save it with tokenizer.save_pretrained into the folder)`);
   if (tokenizer.size > config.vocabSize)

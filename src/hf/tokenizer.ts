@@ -1,10 +1,8 @@
 import { existsSync, statSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { padRows, type TextTokenizer } from "../data/text/tokenizer.ts";
-import { parseJsonStrict } from "../io/strictJson.ts";
-import { HfImportError } from "./types.ts";
+import { HfImportError, readJsonObject } from "./types.ts";
 
 /**
  * A Hugging Face tokenizer.json (WordPiece, byte-level BPE, Unigram...) read with
@@ -100,11 +98,10 @@ export class HfTokenizer implements TextTokenizer {
    * @example tok.encode("free money") // [2, 45, 61, 62, 3] for the BERT fixture
    */
   encode(text: string): number[] {
-    const ids = this.#tokenizer.encode(text).ids;
-    if (ids.length <= this.maxLength) return ids;
-    const inner = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
+    // One pass of the library: the text's tokens, then the special tokens around them (found in the constructor).
+    const inner: number[] = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
     const keep = this.maxLength - this.#prefix.length - this.#suffix.length;
-    return [...this.#prefix, ...inner.slice(0, keep), ...this.#suffix];
+    return [...this.#prefix, ...(inner.length > keep ? inner.slice(0, keep) : inner), ...this.#suffix];
   }
 
   /** The tokens of a text as the library names them (special tokens included, before truncation). */
@@ -119,15 +116,4 @@ export class HfTokenizer implements TextTokenizer {
   decode(ids: ArrayLike<number>): string[] {
     return Array.from(ids, (i) => this.#tokenizer.id_to_token(i) ?? "[UNK]");
   }
-}
-
-async function readJsonObject(path: string, where: string): Promise<Record<string, unknown>> {
-  let json: unknown;
-  try {
-    json = parseJsonStrict(await readFile(path, "utf8"));
-  } catch (e) {
-    throw new HfImportError(`${where}: ${(e as Error).message}`);
-  }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) throw new HfImportError(`${where}: not a JSON object`);
-  return json as Record<string, unknown>;
 }

@@ -167,6 +167,8 @@ export function composeBounds(
       childViews: evaluated.map((c) => c.view),
       options: ruleOptions,
       rowJacobian: (row) => (r.spec.rowJacobian ? r.spec.rowJacobian(view, row) : null),
+      rowwise:
+        r.spec.rowJacobian !== undefined && (!r.spec.composite || (evaluated.length > 0 && evaluated.every((c) => c.view.rowwise))),
     };
     const bound = r.spec.rule(view);
     const v = bound.value;

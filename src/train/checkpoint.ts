@@ -13,6 +13,7 @@ import { JASMIN_NORMS, JASMIN_REDUCTIONS } from "./jasmin.ts";
 import type { AdamW, AdamWState } from "./optimizer.ts";
 import { WordTokenizer, type TextTokenizer } from "../data/text/tokenizer.ts";
 import { HfTokenizer } from "../hf/tokenizer.ts";
+import { hfPadTokenId } from "../hf/types.ts";
 import {
   decodeFingerprints,
   encodeFingerprints,
@@ -411,8 +412,7 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
         if (hfConfig === null) tokenizer = WordTokenizer.fromJSON(json);
         else {
           if (typeof json !== "object" || json === null || Array.isArray(json)) throw new Error("tokenizer.json: not a JSON object");
-          const pad = (hfConfig as Record<string, unknown>).pad_token_id;
-          tokenizer = HfTokenizer.fromJSON(json as Record<string, unknown>, config.maxLength, typeof pad === "number" ? pad : null, "tokenizer.json");
+          tokenizer = HfTokenizer.fromJSON(json as Record<string, unknown>, config.maxLength, hfPadTokenId(hfConfig as Record<string, unknown>), "tokenizer.json");
         }
       } catch (e) {
         fail(dir, (e as Error).message);

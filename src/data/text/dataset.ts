@@ -217,6 +217,23 @@ export async function loadTextDataset(
   };
 }
 
+/**
+ * Refuses a split holding a text with no token at all (an empty text under a tokenizer that
+ * adds no special token, e.g. GPT-2's): a model cannot read it.
+ *
+ * @param prefix the first words of the message, e.g. "analyze: data csv:FILE".
+ * @throws InputError `PREFIX: record R has no tokens under this model's tokenizer ...`, R the
+ *   record's position in the data (from 1).
+ * @example refuseEmptyTexts(split, "train: data csv:mail.csv")
+ */
+export function refuseEmptyTexts(split: TextSplit, prefix: string): void {
+  const empty = split.lengths.findIndex((l) => l === 0);
+  if (empty >= 0)
+    throw new InputError(
+      `${prefix}: record ${split.indices[empty] + 1} has no tokens under this model's tokenizer (an empty text, and the tokenizer adds no special token); remove it or give the text some content`,
+    );
+}
+
 /** The first n examples of a text split (a copy when n < count). @throws RangeError on a bad n. */
 export function takeFirstText(split: TextSplit, n: number): TextSplit {
   if (!Number.isInteger(n) || n < 0)

@@ -22,7 +22,7 @@ export const sequenceKind: LayerKindSpec = {
     const fused = new Set<number>();
     for (const [start, end] of runs) {
       const views = layer.childViews.slice(start, end);
-      const value = exactRowwise({ ...views[0], rowJacobian: (row) => chainRowJacobian(views, row) });
+      const value = exactRowwise({ ...views[0], rowwise: true, rowJacobian: (row) => chainRowJacobian(views, row) });
       if (value === null) continue;
       factors[start] = value;
       for (let k = start; k < end; k++) fused.add(k);

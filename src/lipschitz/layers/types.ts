@@ -63,6 +63,11 @@ export interface LayerView<P = unknown> {
    * (null when the kind has none or the entry is not row-wise).
    */
   rowJacobian(row: number): RowJacobian | null;
+  /**
+   * Whether this entry maps each row on its own: its kind gives row Jacobians and, for a
+   * composite, so do all its sub-layers (then {@link rowJacobian} is never null).
+   */
+  rowwise: boolean;
   options: RuleOptions;
 }
 

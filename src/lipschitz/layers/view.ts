@@ -68,11 +68,9 @@ export function perVariant(
  * @example exactRowwise(view) // max_i ||I + J_LN,i J_MLP,i|| for a pre-LN MLP residual
  */
 export function exactRowwise(layer: LayerView<unknown>): number | null {
-  const n = input(layer).shape[0];
-  if (n === 0) return null;
-  const first = layer.rowJacobian(0);
-  if (first === null) return null;
-  return rowwiseValue((i) => (i === 0 ? first : layer.rowJacobian(i)!).matrix(), n, first.d);
+  const [n, d] = input(layer).shape;
+  if (!layer.rowwise || n === 0) return null;
+  return rowwiseValue((i) => layer.rowJacobian(i)!.matrix(), n, d);
 }
 
 /**
@@ -84,7 +82,7 @@ export function rowwiseRuns(children: readonly LayerView<unknown>[]): [number, n
   const runs: [number, number][] = [];
   let start = -1;
   children.forEach((c, k) => {
-    const rowwise = c.input !== null && c.input.shape[0] > 0 && c.rowJacobian(0) !== null;
+    const rowwise = c.rowwise && c.input !== null && c.input.shape[0] > 0;
     if (rowwise && start < 0) start = k;
     if (!rowwise && start >= 0) {
       if (k - start >= 2) runs.push([start, k]);

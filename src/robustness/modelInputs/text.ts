@@ -1,6 +1,6 @@
 import { tf } from "../../backend.ts";
 import { textEvaluationSplit } from "../../data/evaluationInputs.ts";
-import { textSplitTensors } from "../../data/text/dataset.ts";
+import { refuseEmptyTexts, textSplitTensors } from "../../data/text/dataset.ts";
 import type { TextClassifier } from "../../nn/textClassifier.ts";
 import { InputError } from "../../util/errors.ts";
 import { ATTACK_DEFAULTS } from "../defaults.ts";
@@ -45,11 +45,7 @@ export const TEXT_INPUTS: ModelInputKind = {
       labelColumn: reading.labelColumn,
       encoding: reading.encoding,
     });
-    const empty = chosen.split.lengths.findIndex((l) => l === 0);
-    if (empty >= 0)
-      throw new InputError(
-        `${request.who}: data ${chosen.spec}: record ${chosen.split.indices[empty] + 1} has no tokens under this model's tokenizer (an empty text, and the tokenizer adds no special token); remove it or give the text some content`,
-      );
+    refuseEmptyTexts(chosen.split, `${request.who}: data ${chosen.spec}`);
     const { ids, mask } = textSplitTensors(chosen.split);
     return {
       spec: chosen.spec,

@@ -1,4 +1,4 @@
-import { loadTextDataset, selectTextExamples, textBatches, textBatchTensors, type TextDataset, type TextSplit } from "../../data/text/dataset.ts";
+import { loadTextDataset, refuseEmptyTexts, selectTextExamples, textBatches, textBatchTensors, type TextDataset, type TextSplit } from "../../data/text/dataset.ts";
 import { classesLine, rareClassWarnings } from "../../data/text/classes.ts";
 import { InputError } from "../../util/errors.ts";
 import { baseTextConfig, modelConfigForText } from "../modelConfig.ts";
@@ -94,13 +94,7 @@ async function loadForPretrained(
     given ??
     // The model's own class names (id2label), when it has them, give the data's labels their ids.
     (await loadTextDataset(spec, { ...reading(options), tokenizer, labelNames: labels ?? undefined }));
-  for (const split of [dataset.train, dataset.test]) {
-    const empty = split.lengths.findIndex((l) => l === 0);
-    if (empty >= 0)
-      throw new InputError(
-        `data ${dataset.spec}: record ${split.indices[empty] + 1} has no tokens under this model's tokenizer (an empty text, and the tokenizer adds no special token); remove it or give the text some content`,
-      );
-  }
+  for (const split of [dataset.train, dataset.test]) refuseEmptyTexts(split, `data ${dataset.spec}`);
   if (dataset.classes > config.classes)
     throw new InputError(`model: data ${dataset.spec} has ${dataset.classes} classes (${dataset.labelNames.join(", ")}), the model's classifier only ${config.classes}`);
   return { dataset, config };
