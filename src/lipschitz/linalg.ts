@@ -1,3 +1,4 @@
+import { NonFiniteError } from "../util/errors.ts";
 /**
  * Small dense float64 linear algebra for the Lipschitz rules (docs/math.md sections 2-3): Gram
  * matrices, the largest eigenvalue of a symmetric matrix, spectral norms, and a square-root
@@ -30,7 +31,8 @@ function maxAbs(a: ArrayLike<number>, count: number, name: string): number {
   let m = 0;
   for (let i = 0; i < count; i++) {
     const v = Math.abs(a[i]);
-    if (!(v <= Number.MAX_VALUE)) throw new RangeError(`${name}: non-finite entry ${a[i]} at ${i}`);
+    if (!(v <= Number.MAX_VALUE))
+      throw new NonFiniteError(`${name}: non-finite entry ${a[i]} at ${i} (the model's values overflow: weights or inputs far too large?)`);
     if (v > m) m = v;
   }
   return m;

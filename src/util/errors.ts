@@ -13,8 +13,18 @@ export class InputError extends Error {
 export function isInputProblem(error: unknown): error is Error {
   return (
     error instanceof InputError ||
+    error instanceof NonFiniteError ||
     (error instanceof Error && "code" in error && typeof error.code === "string" && /^E(NOENT|ACCES|ISDIR|NOTDIR|EXIST|ROFS|PERM|NOSPC)$/.test(error.code))
   );
+}
+
+/**
+ * A computation met a NaN or an infinity that the inputs and weights produce (values that
+ * overflow float32, e.g. weights scaled far beyond training): the user's model or data, not a
+ * bug. A RangeError, so callers that test for one still do; the CLI reports it as bad input.
+ */
+export class NonFiniteError extends RangeError {
+  override name = "NonFiniteError";
 }
 
 /** The one line the CLI prints for an error: no stack, no newlines. */

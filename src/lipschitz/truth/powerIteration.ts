@@ -5,6 +5,7 @@ import { allowedKeys, maskOffset } from "../../nn/mask.ts";
 import type { TransformerClassifier } from "../../nn/model.ts";
 import { mulberry32 } from "../../nn/prng.ts";
 import { euclideanNorm, symEigen } from "../linalg.ts";
+import { NonFiniteError } from "../../util/errors.ts";
 import { jvp, outputShape, vjp, type TensorFn } from "./jacobianProducts.ts";
 
 /**
@@ -251,7 +252,7 @@ export function powerIterationLipschitz(
     z.dispose();
     for (let i = 0; i < data.length; i++)
       if (!Number.isFinite(data[i]))
-        throw new Error(`power iteration: Df^T Df v has a non-finite entry (${data[i]}) at ${i}`);
+        throw new NonFiniteError(`power iteration: Df^T Df v has a non-finite entry (${data[i]}) at ${i}: the model's Jacobian overflows float32 (weights far too large?)`);
     return Float64Array.from(data);
   };
 
