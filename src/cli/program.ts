@@ -6,6 +6,7 @@ import { trainCommand } from "./trainCommand.ts";
 import { attackCommand } from "./attackCommand.ts";
 import { reportCommand } from "./reportCommand.ts";
 import { exportCommand } from "./exportCommand.ts";
+import { studyCommand } from "./studyCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 
 /**
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   program.addCommand(attackCommand());
   program.addCommand(reportCommand());
   program.addCommand(exportCommand());
+  program.addCommand(studyCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

@@ -1,0 +1,171 @@
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "csv-stringify/sync";
+import { InputError } from "../util/errors.ts";
+import { readRunResult, type RunResult } from "./result.ts";
+import { meanInterval, pairedDifference, type MeanInterval } from "./statistics.ts";
+
+/**
+ * A study's runs combined: per group of runs that differ only in lambda and seed (same data,
+ * model, JaSMin norm and reduction), per lambda, every metric's mean over seeds with its 95%
+ * Student-t interval, and its paired difference against lambda 0 with the same seed.
+ */
+
+/** The metrics of one run, by name ({@link runMetrics}). */
+export type RunMetrics = Record<string, number | null>;
+
+/** One lambda of a group: its seeds and statistics. */
+export interface LambdaStatistics {
+  lambda: number;
+  seeds: number[];
+  /** Per metric: mean and 95% interval over the seeds. */
+  metrics: Record<string, MeanInterval | null>;
+  /**
+   * Per metric: the paired difference (this lambda minus lambda 0, same seed), mean and 95%
+   * interval; absent for lambda 0 itself and when the group has no lambda 0.
+   */
+  difference?: Record<string, MeanInterval | null>;
+}
+
+/** Runs that differ only in lambda and seed. */
+export interface StudyGroup {
+  data: string;
+  model: string;
+  jasminNorm: string;
+  reduce: string;
+  lambdas: LambdaStatistics[];
+}
+
+/** study.json. */
+export interface StudySummary {
+  format: "attnlip-study";
+  version: 1;
+  /** Finished runs combined (result.json present) and the runs folders seen without one. */
+  finished: number;
+  unfinished: string[];
+  /** What each metric name means. */
+  metricNotes: Record<string, string>;
+  groups: StudyGroup[];
+}
+
+/** What the metric names mean (prefixes for the families). */
+export const METRIC_NOTES: Record<string, string> = {
+  cleanAccuracy: "test accuracy on the whole held-out test split after training, in [0, 1]",
+  attackedCleanAccuracy: "clean accuracy of the attacked test inputs (the first attack.n of the split)",
+  "robust:NORM:ATTACK:eps=E": "robust accuracy under ATTACK with radius E in NORM (input units: pixels in [0, 1], or embedding units)",
+  "zeroGradient:NORM:ATTACK:eps=E": "fraction of attacked inputs whose loss gradient was exactly zero (gradient masking where > 0)",
+  networkTrue: "median over the analysed inputs of the network's true local Lipschitz constant (exact spectral norm of the input Jacobian)",
+  "blockTrue:i": "median true local Lipschitz constant of block i (Lanczos estimate from below)",
+  compositionFloor: "median composition floor: product of the block true values and the factors outside the blocks",
+  meanSigma: "mean exact softmax-Jacobian spectral norm sigma(p) of the sampled attention rows",
+  meanTop1: "mean largest attention probability p_(1) of the sampled attention rows",
+  "networkRatio:VARIANT": "median network bound / true value of a bound variant",
+  "blockRatio:i:VARIANT": "median block bound / true value of a bound variant",
+};
+
+/**
+ * A run's metrics by name (see {@link METRIC_NOTES}).
+ *
+ * @example runMetrics(result)["robust:linf:apgd:eps=0.1"] // 0.62
+ */
+export function runMetrics(r: RunResult): RunMetrics {
+  const m: RunMetrics = {
+    cleanAccuracy: r.cleanAccuracy,
+    attackedCleanAccuracy: Number.isFinite(r.attackedCleanAccuracy) ? r.attackedCleanAccuracy : null,
+  };
+  for (const p of r.robust) m[`robust:${p.norm}:${p.attack}:eps=${p.eps}`] = p.accuracy;
+  for (const p of r.robust) m[`zeroGradient:${p.norm}:${p.attack}:eps=${p.eps}`] = p.zeroGradient;
+  m.networkTrue = r.networkTrue;
+  r.blockTrue.forEach((v, i) => (m[`blockTrue:${i}`] = v));
+  m.compositionFloor = r.compositionFloor;
+  m.meanSigma = r.meanSigma;
+  m.meanTop1 = r.meanTop1;
+  for (const [v, x] of Object.entries(r.networkRatio)) m[`networkRatio:${v}`] = x;
+  r.blockRatio.forEach((ratios, i) => {
+    for (const [v, x] of Object.entries(ratios)) m[`blockRatio:${i}:${v}`] = x;
+  });
+  return m;
+}
+
+/**
+ * Combines finished runs ({@link StudySummary}): groups by data, model, JaSMin norm and
+ * reduction; per lambda (ascending) the mean and 95% Student-t interval over seeds of every
+ * metric; paired differences against lambda 0 of the same group and seed.
+ *
+ * @example aggregateResults([run0seed0, run0seed1, run1seed0, run1seed1]).groups[0].lambdas[1].difference!.cleanAccuracy
+ */
+export function aggregateResults(results: readonly RunResult[], unfinished: readonly string[] = []): StudySummary {
+  const groups = new Map<string, RunResult[]>();
+  for (const r of results) {
+    const key = JSON.stringify([r.data, r.model, r.jasminNorm, r.reduce]);
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  const out: StudyGroup[] = [];
+  for (const runs of groups.values()) {
+    const lambdas = [...new Set(runs.map((r) => r.lambda))].sort((a, b) => a - b);
+    const metricsOf = new Map(runs.map((r) => [r, runMetrics(r)]));
+    const names = [...new Set(runs.flatMap((r) => Object.keys(metricsOf.get(r)!)))];
+    const bySeed = (lambda: number, name: string) =>
+      new Map(runs.filter((r) => r.lambda === lambda).map((r) => [r.seed, metricsOf.get(r)![name] ?? null]));
+    const hasControl = lambdas[0] === 0;
+    out.push({
+      data: runs[0].data,
+      model: runs[0].model,
+      jasminNorm: runs[0].jasminNorm,
+      reduce: runs[0].reduce,
+      lambdas: lambdas.map((lambda) => {
+        const here = runs.filter((r) => r.lambda === lambda);
+        const stats: LambdaStatistics = {
+          lambda,
+          seeds: here.map((r) => r.seed).sort((a, b) => a - b),
+          metrics: Object.fromEntries(names.map((n) => [n, meanInterval([...bySeed(lambda, n).values()])])),
+        };
+        if (hasControl && lambda !== 0)
+          stats.difference = Object.fromEntries(names.map((n) => [n, pairedDifference(bySeed(lambda, n), bySeed(0, n))]));
+        return stats;
+      }),
+    });
+  }
+  return { format: "attnlip-study", version: 1, finished: results.length, unfinished: [...unfinished], metricNotes: METRIC_NOTES, groups: out };
+}
+
+/** The runs folder of a study. */
+export const RUNS_FOLDER = "runs";
+
+/**
+ * Reads every finished run under STUDY/runs/ (result.json) and aggregates them.
+ *
+ * @throws InputError when DIR has no runs folder or a result.json is malformed.
+ * @example const summary = await aggregateStudy("study"); summary.finished // 12
+ */
+export async function aggregateStudy(dir: string): Promise<StudySummary> {
+  const runsDir = join(dir, RUNS_FOLDER);
+  if (!existsSync(runsDir)) throw new InputError(`study: ${dir}: no ${RUNS_FOLDER}/ folder: not a study folder (attnlip study writes one)`);
+  const results: RunResult[] = [];
+  const unfinished: string[] = [];
+  for (const name of readdirSync(runsDir).sort()) {
+    const r = await readRunResult(join(runsDir, name));
+    if (r === null) unfinished.push(name);
+    else results.push(r);
+  }
+  return aggregateResults(results, unfinished);
+}
+
+const cell = (x: number | null | undefined) => (x === null || x === undefined ? "" : x);
+
+/**
+ * study.csv: one row per group, lambda and metric: the seeds' mean, standard deviation and 95%
+ * interval, and the paired difference against lambda 0 (mean and interval; empty where absent).
+ */
+export function studyCsv(summary: StudySummary): string {
+  const rows: (string | number)[][] = [
+    ["data", "model", "jasmin_norm", "reduce", "lambda", "metric", "n", "mean", "sd", "ci95_low", "ci95_high", "diff_n", "diff_mean", "diff_ci95_low", "diff_ci95_high"],
+  ];
+  for (const g of summary.groups)
+    for (const l of g.lambdas)
+      for (const [name, s] of Object.entries(l.metrics)) {
+        const d = l.difference?.[name] ?? null;
+        rows.push([g.data, g.model, g.jasminNorm, g.reduce, l.lambda, name, cell(s?.n), cell(s?.mean), cell(s?.sd), cell(s?.low), cell(s?.high), cell(d?.n), cell(d?.mean), cell(d?.low), cell(d?.high)]);
+      }
+  return stringify(rows);
+}

@@ -1,0 +1,148 @@
+import { existsSync } from "node:fs";
+import { mkdir, readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { useBackend, type BackendName } from "../backend.ts";
+import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
+import { checkOutPath } from "../io/outPath.ts";
+import { parseJsonStrict } from "../io/strictJson.ts";
+import { InputError } from "../util/errors.ts";
+import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "./aggregate.ts";
+import { expandGrid, parseStudyGrid, shardRuns, type StudyGrid } from "./grid.ts";
+import { readRunResult } from "./result.ts";
+import { runStudyRun } from "./runOne.ts";
+
+/** The grid a study folder was started with. */
+export const GRID_FILE = "study-grid.json";
+
+/** Options of {@link runStudy}. */
+export interface StudyOptions {
+  /** The study folder: study-grid.json, runs/ID/ per run, study.json and study.csv. */
+  out: string;
+  /** The grid; undefined = the one saved in OUT (continuing a study). */
+  grid?: StudyGrid;
+  /** Run only shard k of n (every n-th run from the k-th; 1-based). */
+  shard?: { k: number; n: number };
+  backend: BackendName;
+  /** Worker threads of each run's training, analysis and attacks [1]. */
+  workers?: number;
+  /** Where progress lines go [console.error]. */
+  progress?: (line: string) => void;
+  /** Where the stages' own lines go (training's epoch lines) [console.log]. */
+  log?: (line: string) => void;
+}
+
+/**
+ * The grid a study folder holds, or null when it has none yet.
+ *
+ * @throws InputError when study-grid.json is not a valid grid.
+ */
+export async function savedGrid(dir: string): Promise<StudyGrid | null> {
+  const path = join(dir, GRID_FILE);
+  if (!existsSync(path)) return null;
+  let value: unknown;
+  try {
+    value = parseJsonStrict(await readFile(path, "utf8"));
+  } catch (e) {
+    throw new InputError(`study: ${path}: ${(e as Error).message}`);
+  }
+  return parseStudyGrid(value, `study: ${path}`);
+}
+
+/** The first top-level field where two grids differ, with both values. */
+function firstDifference(a: StudyGrid, b: StudyGrid): string | null {
+  for (const key of Object.keys(a) as (keyof StudyGrid)[])
+    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) return `${key}: ${JSON.stringify(a[key])} there, ${JSON.stringify(b[key])} here`;
+  return null;
+}
+
+/**
+ * Runs a study: every run of the grid (or of one shard of it) trained, analysed and attacked
+ * into OUT/runs/ID/ ({@link runStudyRun}), one after the other, each stage with `workers`
+ * threads; then aggregates every finished run of the folder into OUT/study.json and
+ * OUT/study.csv ({@link aggregateStudy}).
+ *
+ * Resumable: the grid is saved in OUT/study-grid.json at the start; a second call with the
+ * same grid (or none) skips finished runs and continues an interrupted one where it stopped.
+ * Shards of a job array share OUT: each runs only its runs and aggregates what is finished.
+ * Progress: one line per run with the time it took and the estimated time left.
+ *
+ * @throws InputError when OUT holds a study with another grid (never mixed: the message names
+ *   the first field that differs), when OUT cannot be written, and what the runs throw (the
+ *   message names the run).
+ * @example await runStudy({ out: "study", grid: parseStudyGrid({ model: ["vit-micro"], seeds: [0, 1] }, "study"), backend: "wasm" })
+ */
+export async function runStudy(options: StudyOptions): Promise<StudySummary> {
+  checkOutPath(options.out, "folder", "OUT", "study");
+  const out = resolve(options.out);
+  const saved = await savedGrid(out);
+  if (saved !== null && options.grid !== undefined) {
+    const diff = firstDifference(saved, options.grid);
+    if (diff !== null)
+      throw new InputError(
+        `study: ${out} holds a study with another grid (${diff}); continue it without grid flags, or choose another folder`,
+      );
+  }
+  const grid = saved ?? options.grid;
+  if (grid === undefined) throw new InputError(`study: ${out} holds no study (${GRID_FILE}); give the grid with flags or --config`);
+  const all = expandGrid(grid);
+  const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
+  await mkdir(join(out, RUNS_FOLDER), { recursive: true });
+  if (saved === null) await writeJsonAtomically(join(out, GRID_FILE), grid);
+  await useBackend(options.backend);
+  const progress = options.progress ?? ((line: string) => console.error(line));
+  const log = options.log ?? ((line: string) => console.log(line));
+  const started = performance.now();
+  let ranSeconds = 0;
+  let ran = 0;
+  const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
+  for (const [i, run] of runs.entries()) {
+    const dir = join(out, RUNS_FOLDER, run.id);
+    if ((await readRunResult(dir)) !== null) {
+      progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
+      continue;
+    }
+    const t0 = performance.now();
+    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: train ${grid.train.epochs} epoch(s), analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`);
+    try {
+      await runStudyRun(run, grid, dir, { backend: options.backend, workers: options.workers ?? 1, log });
+    } catch (e) {
+      if (e instanceof Error) e.message = `run ${run.id}: ${e.message}`;
+      throw e;
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    ranSeconds += seconds;
+    ran++;
+    const left = runs.slice(i + 1).length;
+    const eta = left > 0 ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)` : "";
+    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id} done in ${formatDuration(seconds)}${eta}`);
+  }
+  const summary = await aggregateStudy(out);
+  await writeJsonAtomically(join(out, "study.json"), summary);
+  await writeFileAtomically(join(out, "study.csv"), studyCsv(summary));
+  progress(
+    `study${label}: ${summary.finished} finished run(s) aggregated into ${join(out, "study.json")} and study.csv in ${formatDuration((performance.now() - started) / 1000)}` +
+      (summary.unfinished.length > 0 ? ` (${summary.unfinished.length} unfinished: not included)` : ""),
+  );
+  return summary;
+}
+
+/**
+ * Aggregates whatever runs of a study folder are finished (other shards may still run) into
+ * DIR/study.json and DIR/study.csv.
+ *
+ * @throws InputError when DIR is not a study folder or a result.json is malformed.
+ * @example const summary = await aggregateStudyFolder("study")
+ */
+export async function aggregateStudyFolder(dir: string): Promise<StudySummary> {
+  const summary = await aggregateStudy(dir);
+  await writeJsonAtomically(join(dir, "study.json"), summary);
+  await writeFileAtomically(join(dir, "study.csv"), studyCsv(summary));
+  return summary;
+}
+
+/** Seconds as "42 s", "3.5 min" or "1.2 h". */
+export function formatDuration(seconds: number): string {
+  if (seconds < 90) return `${seconds.toFixed(0)} s`;
+  if (seconds < 5400) return `${(seconds / 60).toFixed(1)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}

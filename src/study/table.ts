@@ -1,0 +1,73 @@
+import { formatNumber, renderTable } from "../util/table.ts";
+import type { StudyGroup, StudySummary } from "./aggregate.ts";
+import type { MeanInterval } from "./statistics.ts";
+
+/** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
+const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov"];
+
+/** The metrics the printed table shows, in order: accuracies, robust accuracies, Lipschitz figures, attention. */
+function shownMetrics(group: StudyGroup): { name: string; label: string; percent: boolean }[] {
+  const names = Object.keys(group.lambdas[0]?.metrics ?? {});
+  const robust = names.filter((n) => n.startsWith("robust:"));
+  return [
+    { name: "cleanAccuracy", label: "clean accuracy (test split)", percent: true },
+    ...robust.map((n) => {
+      const [, norm, attack, eps] = n.split(":");
+      return { name: n, label: `${attack} ${norm} ${eps.replace("=", " ")} robust accuracy`, percent: true };
+    }),
+    { name: "networkTrue", label: "median network Lipschitz, true", percent: false },
+    ...TABLE_VARIANTS.filter((v) => names.includes(`networkRatio:${v}`)).map((v) => ({
+      name: `networkRatio:${v}`,
+      label: `median network bound/true, ${v}`,
+      percent: false,
+    })),
+    { name: "meanSigma", label: "mean sigma of attention rows", percent: false },
+    { name: "meanTop1", label: "mean p_(1) of attention rows", percent: false },
+  ].filter((m) => names.includes(m.name));
+}
+
+const show = (x: number, percent: boolean) => (percent ? `${(100 * x).toFixed(1)}%` : formatNumber(x, 4));
+
+/** "mean ± half-width" (percent points for accuracies); "mean (1 seed)" without an interval. */
+export function formatInterval(s: MeanInterval | null | undefined, percent: boolean): string {
+  if (s === null || s === undefined) return "-";
+  if (s.halfWidth === null) return `${show(s.mean, percent)} (1 seed)`;
+  return `${show(s.mean, percent)} ± ${percent ? `${(100 * s.halfWidth).toFixed(1)}` : formatNumber(s.halfWidth, 2)}`;
+}
+
+/**
+ * A paired difference as "+1.2 [-0.3, 2.7]" and a verdict: "lower" or "higher" when the 95%
+ * interval excludes 0, "no clear change" when it holds 0 (or there is one seed).
+ */
+export function formatDifference(d: MeanInterval | null | undefined, percent: boolean): string {
+  if (d === null || d === undefined) return "-";
+  const f = (x: number) => (percent ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : `${x >= 0 ? "+" : ""}${formatNumber(x, 3)}`);
+  if (d.low === null || d.high === null) return `${f(d.mean)} (1 seed)`;
+  const verdict = d.low > 0 ? "higher" : d.high < 0 ? "lower" : "no clear change";
+  return `${f(d.mean)} [${f(d.low)}, ${f(d.high)}] ${verdict}`;
+}
+
+/**
+ * The printed study: per group, one row per shown metric, one column per lambda (mean ± the
+ * 95% interval's half-width over seeds) and one per nonzero lambda with the paired difference
+ * against lambda 0 (same seed), its interval and verdict.
+ *
+ * @example console.log(studyTable(await aggregateStudy("study")))
+ */
+export function studyTable(summary: StudySummary): string {
+  if (summary.groups.length === 0) return "no finished runs yet";
+  const parts: string[] = [];
+  for (const g of summary.groups) {
+    const seeds = [...new Set(g.lambdas.flatMap((l) => l.seeds))].length;
+    parts.push(`${g.data}, ${g.model}, JaSMin ${g.jasminNorm}/${g.reduce}: ${seeds} seed(s); mean ± 95% half-width (accuracies in %, points); Δ = paired difference from lambda 0 [95% interval]`);
+    const diffs = g.lambdas.filter((l) => l.difference !== undefined);
+    const head = ["", ...g.lambdas.map((l) => `lambda ${l.lambda}`), ...diffs.map((l) => `Δ lambda ${l.lambda}`)];
+    const rows = shownMetrics(g).map((m) => [
+      m.label,
+      ...g.lambdas.map((l) => formatInterval(l.metrics[m.name], m.percent)),
+      ...diffs.map((l) => formatDifference(l.difference?.[m.name], m.percent)),
+    ]);
+    parts.push(renderTable(head, rows));
+  }
+  return parts.join("\n");
+}

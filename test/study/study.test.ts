@@ -1,0 +1,111 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { runStudy } from "../../src/study/study.ts";
+import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
+import type { RunResult } from "../../src/study/result.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
+import { tempDir } from "../train/helpers.ts";
+
+const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
+
+/** The issue's test grid: vit-micro, 2 seeds x 2 lambdas, sized to run in seconds. */
+const FLAGS = [
+  "--model", "vit-micro", "--lambdas", "0,0.5", "--seeds", "0,1", "--epochs", "2", "--train-size", "96",
+  "--analyze-n", "2", "--iterations", "10", "--attack-n", "8", "--eps-linf", "0,0.05", "--eps-l2", "0.5", "--steps", "3",
+];
+const GRID = parseStudyGrid(
+  {
+    model: ["vit-micro"], lambdas: [0, 0.5], seeds: [0, 1],
+    train: { epochs: 2, trainSize: 96 }, analyze: { n: 2, iterations: 10 },
+    attack: { n: 8, linf: [0, 0.05], l2: [0.5], steps: 3 },
+  },
+  "test",
+);
+const RUNS = expandGrid(GRID);
+
+const result = (dir: string, id: string) => JSON.parse(readFileSync(join(dir, "runs", id, "result.json"), "utf8")) as RunResult;
+const withoutSeconds = ({ seconds: _, ...r }: RunResult) => r;
+
+test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every run and aggregates them; a kill mid-study loses nothing and the rerun gives the same results", async () => {
+  // Uninterrupted, in this process.
+  const whole = join(tempDir("attnlip-study-"), "study");
+  const lines: string[] = [];
+  const summary = await runStudy({ out: whole, grid: GRID, backend: "wasm", workers: 1, progress: (l) => lines.push(l), log: () => {} });
+  assert.equal(summary.finished, 4);
+  assert.match(lines.join("\n"), /run 2\/4 mnist_vit-micro_lambda0_top2_max-log_seed1 done in .*left for 2 run\(s\)/);
+  for (const run of RUNS) {
+    const r = result(whole, run.id);
+    assert.ok(r.cleanAccuracy >= 0 && r.cleanAccuracy <= 1 && r.testExamples > 1000, JSON.stringify(r));
+    assert.equal(r.attacked, 8);
+    assert.ok(r.networkTrue! > 0);
+    for (const [variant, ratio] of Object.entries(r.networkRatio)) assert.ok(ratio! >= 1 - 1e-9, `${variant} bound below the truth: ${ratio}`);
+    assert.deepEqual(r.robust.map((p) => `${p.norm} ${p.attack} ${p.eps}`), ["linf apgd 0.05", "l2 apgd 0.5"]);
+    for (const p of r.robust) assert.ok(p.accuracy! <= r.attackedCleanAccuracy);
+  }
+  const [l0, l1] = summary.groups[0].lambdas;
+  assert.deepEqual([l0.seeds, l1.seeds], [[0, 1], [0, 1]]);
+  assert.ok(l1.difference!.networkTrue !== null);
+  assert.ok(existsSync(join(whole, "study.csv")));
+
+  // In a process killed (SIGKILL) once the second run has its first checkpoint, then rerun without flags.
+  const killed = join(tempDir("attnlip-study-kill-"), "study");
+  const child = spawn(process.execPath, [bin, "study", killed, ...FLAGS, "--workers", "1"], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  const mark = join(killed, "runs", RUNS[1].id, "train_state.json");
+  await new Promise<void>((resolve, reject) => {
+    const timer = setInterval(() => {
+      if (existsSync(mark)) {
+        clearInterval(timer);
+        child.kill("SIGKILL");
+        resolve();
+      }
+    }, 5);
+    child.on("exit", () => (clearInterval(timer), reject(new Error(`study ended before the kill: ${stderr}`))));
+  });
+  await exited;
+  assert.ok(existsSync(join(killed, "runs", RUNS[0].id, "result.json")), "the first run finished before the kill");
+  assert.ok(!existsSync(join(killed, "runs", RUNS[3].id, "result.json")), "the kill came mid-study");
+  const firstWritten = statSync(join(killed, "runs", RUNS[0].id, "result.json")).mtimeMs;
+  const rerun = runAttnlip(["study", killed, "--workers", "1"], { timeoutMs: 120_000 });
+  assert.equal(rerun.code, 0, rerun.stderr);
+  assert.match(rerun.stderr, /run 1\/4 mnist_vit-micro_lambda0_top2_max-log_seed0: finished earlier, skipped/);
+  assert.equal(statSync(join(killed, "runs", RUNS[0].id, "result.json")).mtimeMs, firstWritten);
+  for (const run of RUNS) assert.deepEqual(withoutSeconds(result(killed, run.id)), withoutSeconds(result(whole, run.id)), run.id);
+  assert.match(rerun.stdout, /clean accuracy \(test split\)/);
+  assert.match(rerun.stdout, /Δ lambda 0\.5/);
+
+  // Another grid in the same folder is refused; --aggregate combines what is there.
+  const other = await runAttnlipHere(["study", killed, ...FLAGS.slice(0, -2), "--steps", "4"]);
+  assert.equal(other.code, 2);
+  assert.match(other.stderr, /^attnlip: study: .* holds a study with another grid \(attack: .*"steps":3.* there, .*"steps":4.* here\); continue it without grid flags, or choose another folder\n$/);
+  const agg = await runAttnlipHere(["study", "--aggregate", killed]);
+  assert.equal(agg.code, 0, agg.stderr);
+  assert.match(agg.stdout, /aggregated 4 finished run\(s\) into/);
+});
+
+test("study: bad input exits 2 with one line naming the flag, before any work", async () => {
+  const dir = tempDir("attnlip-study-bad-");
+  const cases: [string[], RegExp][] = [
+    [["study"], /study: give the study folder/],
+    [["study", join(dir, "s"), "--shard", "5/4"], /study: --shard: must be k\/n with 1 <= k <= n .*got "5\/4"/],
+    [["study", join(dir, "s"), "--lambdas", "0,abc"], /study: --lambdas: must be a comma-separated list of finite numbers >= 0, got "0,abc"/],
+    [["study", join(dir, "s"), "--attack", "cw"], /study: attack\.attacks: unknown attack "cw"/],
+    [["study", join(dir, "s"), "--config", join(dir, "none.json")], /study: --config: cannot read .*none\.json \(ENOENT\)/],
+    [["study", "--aggregate", dir], /study: .*: no runs\/ folder: not a study folder/],
+    [["study", "--aggregate", dir, "--seeds", "1"], /study: --seeds cannot be given with --aggregate/],
+    [["study", join(dir, "s"), "--seeds", "0,0"], /study: seeds: 0 is listed twice/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runAttnlipHere(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, message);
+  }
+  assert.ok(!existsSync(join(dir, "s")), "nothing written");
+});
