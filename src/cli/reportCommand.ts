@@ -11,14 +11,15 @@ interface ReportFlags {
 /**
  * `attnlip report DIR_A [DIR_B] --out report.html`: one self-contained HTML file comparing one
  * or two runs (each folder holds analysis.json, and optionally attack.json, metrics.jsonl,
- * config.json and train_state.json).
+ * config.json and train_state.json). `attnlip report STUDY_DIR --out study.html`: the report
+ * of a study folder (report/study.ts).
  */
 export function reportCommand(): Command {
   return new Command("report")
     .description(
       "self-contained HTML report (inline SVG charts, no scripts) comparing one or two run folders",
     )
-    .argument("[runA]", "run folder with analysis.json (or analysis/analysis.json)")
+    .argument("[runA]", "run folder with analysis.json (or analysis/analysis.json), or a study folder (attnlip study)")
     .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
     .option("--out <file>", "the HTML file to write (required)")
     .option("--names <a,b>", "names shown for the runs (default: the folder names)")
@@ -33,6 +34,18 @@ export function reportCommand(): Command {
       if (flags.out === undefined)
         throw new InputError(`report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`);
       const out = flags.out;
+      const { isStudyFolder } = await import("../study/study.ts");
+      if (isStudyFolder(runA)) {
+        if (runB !== undefined) throw new InputError(`report: ${runA} is a study folder: report it alone (its runs are already compared inside)`);
+        if (flags.names !== undefined || flags.allowMixed === true) throw new InputError("report: --names and --allow-mixed apply to run folders, not to a study folder");
+        const { aggregateStudy } = await import("../study/aggregate.ts");
+        const { buildStudyReport } = await import("../report/study.ts");
+        const { writeReport } = await import("../report/report.ts");
+        const html = await buildStudyReport(await aggregateStudy(runA), { title: flags.title, dir: runA });
+        await writeReport(out, html);
+        console.log(`wrote ${out} (study report, ${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`);
+        return;
+      }
       const dirs = runB === undefined ? [runA] : [runA, runB];
       let names: string[] | undefined;
       if (flags.names !== undefined) {

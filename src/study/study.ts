@@ -140,6 +140,15 @@ export async function aggregateStudyFolder(dir: string): Promise<StudySummary> {
   return summary;
 }
 
+/**
+ * Whether a folder is a study folder: attnlip study saved its grid there.
+ *
+ * @example isStudyFolder("runs/study") // true after attnlip study runs/study ...
+ */
+export function isStudyFolder(dir: string): boolean {
+  return existsSync(join(dir, GRID_FILE));
+}
+
 /** Seconds as "42 s", "3.5 min" or "1.2 h". */
 export function formatDuration(seconds: number): string {
   if (seconds < 90) return `${seconds.toFixed(0)} s`;

@@ -28,6 +28,7 @@ const GRID = parseStudyGrid(
 const RUNS = expandGrid(GRID);
 
 const result = (dir: string, id: string) => JSON.parse(readFileSync(join(dir, "runs", id, "result.json"), "utf8")) as RunResult;
+const killedPlaceholder = () => tempDir("attnlip-other-");
 const withoutSeconds = ({ seconds: _, ...r }: RunResult) => r;
 
 test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every run and aggregates them; a kill mid-study loses nothing and the rerun gives the same results", async () => {
@@ -50,6 +51,17 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   assert.deepEqual([l0.seeds, l1.seeds], [[0, 1], [0, 1]]);
   assert.ok(l1.difference!.networkTrue !== null);
   assert.ok(existsSync(join(whole, "study.csv")));
+  // The study report: a table and error-bar charts per group.
+  const html = join(whole, "..", "study.html");
+  const report = await runAttnlipHere(["report", whole, "--out", html]);
+  assert.equal(report.code, 0, report.stderr);
+  const page = readFileSync(html, "utf8");
+  for (const chart of ["group-0-lambda", "group-0-clean-robust"]) assert.match(page, new RegExp(`data-chart="${chart}"[^>]*>\\n<svg`));
+  assert.match(page, /Δ λ = 0\.5 − 0 \[95% CI\]/);
+  assert.doesNotMatch(page, /<script|https?:\/\//);
+  const both = await runAttnlipHere(["report", whole, killedPlaceholder(), "--out", html]);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /report: .* is a study folder: report it alone/);
 
   // In a process killed (SIGKILL) once the second run has its first checkpoint, then rerun without flags.
   const killed = join(tempDir("attnlip-study-kill-"), "study");
