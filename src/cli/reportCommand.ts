@@ -34,7 +34,7 @@ export function reportCommand(): Command {
       if (flags.out === undefined)
         throw new InputError(`report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`);
       const out = flags.out;
-      const { isStudyFolder } = await import("../study/study.ts");
+      const { isStudyFolder } = await import("./studyRun.ts");
       if (isStudyFolder(runA)) {
         if (runB !== undefined) throw new InputError(`report: ${runA} is a study folder: report it alone (its runs are already compared inside)`);
         if (flags.names !== undefined || flags.allowMixed === true) throw new InputError("report: --names and --allow-mixed apply to run folders, not to a study folder");

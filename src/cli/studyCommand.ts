@@ -180,7 +180,7 @@ export function studyCommand(): Command {
       const flags = parsed.data;
       if (out === undefined || out.trim() === "")
         throw new InputError("study: give the study folder, e.g. attnlip study runs/study --model vit-tiny --lambdas 0,0.1 --seeds 0,1,2");
-      const { aggregateStudyFolder, runStudy } = await import("../study/study.ts");
+      const { aggregateStudyFolder, runStudy } = await import("./studyRun.ts");
       const { studyTable } = await import("../study/table.ts");
       if (flags.aggregate === true) {
         const given = (Object.keys(raw) as (keyof RawStudyOptions)[]).find((k) => k !== "aggregate" && raw[k] !== undefined);
@@ -208,6 +208,6 @@ async function defaultGridUnlessContinued(
   out: string,
   parse: (value: unknown, where: string) => import("../study/grid.ts").StudyGrid,
 ): Promise<import("../study/grid.ts").StudyGrid | undefined> {
-  const { savedGrid } = await import("../study/study.ts");
+  const { savedGrid } = await import("./studyRun.ts");
   return (await savedGrid(out)) === null ? parse({}, "study") : undefined;
 }

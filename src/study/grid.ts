@@ -65,6 +65,9 @@ export const StudyGridSchema = z
   })
   .strict();
 
+/** The file in a study folder that holds the grid it was started with. */
+export const GRID_FILE = "study-grid.json";
+
 /** A study's grid with every default filled in. */
 export type StudyGrid = z.output<typeof StudyGridSchema>;
 

@@ -19,6 +19,7 @@ export const LAYERS = [
   ["train"],
   ["robustness"],
   ["analysis"],
+  ["study"],
   ["report"],
   ["parallel"],
   ["cli"],

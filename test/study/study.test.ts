@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runStudy } from "../../src/study/study.ts";
+import { runStudy } from "../../src/cli/studyRun.ts";
 import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
 import type { RunResult } from "../../src/study/result.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";

@@ -6,13 +6,10 @@ import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
-import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "./aggregate.ts";
-import { expandGrid, parseStudyGrid, shardRuns, type StudyGrid } from "./grid.ts";
-import { readRunResult } from "./result.ts";
-import { runStudyRun } from "./runOne.ts";
-
-/** The grid a study folder was started with. */
-export const GRID_FILE = "study-grid.json";
+import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "../study/aggregate.ts";
+import { expandGrid, GRID_FILE, parseStudyGrid, shardRuns, type StudyGrid } from "../study/grid.ts";
+import { readRunResult } from "../study/result.ts";
+import { runStudyRun } from "./studyRunOne.ts";
 
 /** Options of {@link runStudy}. */
 export interface StudyOptions {

@@ -2,13 +2,13 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { BackendName } from "../backend.ts";
-import { runAnalyze } from "../cli/analyzeRun.ts";
-import { runAttack } from "../cli/attackRun.ts";
+import { runAnalyze } from "./analyzeRun.ts";
+import { runAttack } from "./attackRun.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { isCheckpointFolder, recoverCheckpoint } from "../train/checkpoint.ts";
-import type { StudyGrid, StudyRun } from "./grid.ts";
-import { readRunResult, RESULT_FILE, summarizeRunFolder, type RunResult } from "./result.ts";
+import type { StudyGrid, StudyRun } from "../study/grid.ts";
+import { readRunResult, RESULT_FILE, summarizeRunFolder, type RunResult } from "../study/result.ts";
 
 /** Where a run's attack results go, per norm. */
 export const attackFile = (norm: "linf" | "l2") => `attack-${norm}.json`;
