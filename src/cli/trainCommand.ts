@@ -106,6 +106,9 @@ const LAMBDA: NumberRule = {
   why: "beyond that the penalty drowns the cross-entropy in float32",
 };
 
+/** Epochs: the learning-rate schedule counts steps over all of them, so they must stay countable. */
+const EPOCHS: NumberRule = { integer: true, min: 1, max: 100000 };
+
 /** The peak learning rate when --lr is not given (train/setup.ts's default, and the help text's). */
 const DEFAULT_LR = 0.002;
 
@@ -118,7 +121,7 @@ const TrainFlagsSchema = z.object({
     .optional(),
   ...TEXT_FILE_FLAGS,
   model: z.string().min(1, "must not be empty").optional(),
-  epochs: numberFlag(POSITIVE_INT).optional(),
+  epochs: numberFlag(EPOCHS).optional(),
   batch: numberFlag(POSITIVE_INT).optional(),
   lr: numberFlag({ above: 0 }).optional(),
   minLr: numberFlag(NON_NEGATIVE).optional(),
@@ -153,7 +156,7 @@ export type TrainFlags = z.output<typeof TrainFlagsSchema>;
  * Validates the train command's flags.
  *
  * @throws InputError with one line naming the flag, the problem and the value, e.g.
- *   `train: --epochs: must be a positive integer, got "1.5"`; or naming both flags when
+ *   `train: --epochs: must be an integer from 1 to 100000, got "1.5"`; or naming both flags when
  *   --min-lr is above --lr (given or default).
  */
 export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {

@@ -31,7 +31,7 @@ export const bertForSequenceClassification: HfArchitecture = {
       classes: hfLabels(hf, who),
       qkvBias: true,
       norm: "post",
-      lnEps: hfField(hf, "layer_norm_eps", "number", who, 1e-12),
+      lnEps: hfField(hf, "layer_norm_eps", "positive", who, 1e-12),
       activation: hfActivation(hf, "hidden_act", who),
       dropout: 0,
       pooling: "cls",

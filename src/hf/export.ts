@@ -77,7 +77,7 @@ export async function writeHfFolder(dir: string, source: HfExport, who: string, 
   await write("model.safetensors", encodeSafetensors(tensors, { format: "pt" }, { dtype }));
   if (source.tokenizer !== null) await write("tokenizer.json", JSON.stringify(source.tokenizer, null, 2) + "\n");
   // config.json last: a folder is taken for a Hugging Face model by its config.json.
-  await write("config.json", JSON.stringify(source.hfConfig, null, 2) + "\n");
+  await write("config.json", JSON.stringify(withStoredDtype(source.hfConfig, dtype), null, 2) + "\n");
   return written;
 }
 
@@ -85,6 +85,20 @@ export async function writeHfFolder(dir: string, source: HfExport, who: string, 
 function storedDtype(hf: Record<string, unknown>): "F32" | "F16" | "BF16" {
   const dtype = hf.dtype ?? hf.torch_dtype;
   return dtype === "float16" ? "F16" : dtype === "bfloat16" ? "BF16" : "F32";
+}
+
+/**
+ * The config with its `dtype` / `torch_dtype` naming what the weights are stored in: a dtype
+ * attnlip does not write (float64, int8, ...) is stored as float32 and labelled so, since
+ * the weights are attnlip's float32 values.
+ *
+ * @example withStoredDtype({ torch_dtype: "float64" }, "F32") // { torch_dtype: "float32" }
+ */
+export function withStoredDtype(hf: Record<string, unknown>, dtype: "F32" | "F16" | "BF16"): Record<string, unknown> {
+  if (dtype !== "F32") return hf;
+  const out = { ...hf };
+  for (const key of ["dtype", "torch_dtype"]) if (typeof out[key] === "string" && out[key] !== "float32") out[key] = "float32";
+  return out;
 }
 
 /** Removes an earlier sharded export's index and the shards it lists (a single file replaces them). */
@@ -143,7 +157,7 @@ export function hfExportOf(
  * the data's labels mapped to its ids). Extra classes keep their placeholders.
  */
 function withLabels(hf: Record<string, unknown>, labels: readonly string[] | undefined, classes: number): Record<string, unknown> {
-  if (labels === undefined || labels.length === 0 || labels.length > classes || hfLabelNames(hf) !== null) return hf;
+  if (labels === undefined || labels.length === 0 || labels.length > classes || hfLabelNames(hf, "export") !== null) return hf;
   const names = Array.from({ length: classes }, (_, i) => labels[i] ?? `LABEL_${i}`);
   if (new Set(names).size !== names.length) return hf;
   return { ...hf, id2label: Object.fromEntries(names.map((n, i) => [String(i), n])), label2id: Object.fromEntries(names.map((n, i) => [n, i])) };

@@ -33,7 +33,7 @@ export const gpt2ForSequenceClassification: HfArchitecture = {
       classes: hfLabels(hf, who),
       qkvBias: true,
       norm: "pre",
-      lnEps: hfField(hf, "layer_norm_epsilon", "number", who, 1e-5),
+      lnEps: hfField(hf, "layer_norm_epsilon", "positive", who, 1e-5),
       activation: hfActivation(hf, "activation_function", who),
       dropout: 0,
       pooling: "last",

@@ -78,6 +78,7 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     }
   };
   check(); // settings attnlip does not compute are refused before the weights are read
+  const labels = hfLabelNames(hf, where);
   const tensors = await readWeights(dir, where);
   const config = check(new Set(tensors.keys()));
   const weights = importTensors(arch.tensors(config), tensors, arch.name, where, arch.ignored);
@@ -90,7 +91,7 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
     model.dispose();
     throw new HfImportError(`${where}: ${(e as Error).message}`);
   }
-  return { model, config, architecture: arch.name, hfConfig: hf, labels: hfLabelNames(hf), addedHead: arch.addsHead === true };
+  return { model, config, architecture: arch.name, hfConfig: hf, labels, addedHead: arch.addsHead === true };
 }
 
 function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {

@@ -42,10 +42,10 @@ export class HfImportError extends InputError {
   override name = "HfImportError";
 }
 
-/** What each kind of config field holds ("size": a positive integer). */
+/** What each kind of config field holds ("size": a positive integer; "positive": a finite number > 0). */
 interface FieldKinds {
   size: number;
-  number: number;
+  positive: number;
   string: string;
   boolean: boolean;
 }
@@ -65,11 +65,18 @@ export function hfField<K extends keyof FieldKinds>(
 ): FieldKinds[K] {
   const v = key in hf ? hf[key] : fallback;
   if (v === undefined) throw new HfImportError(`${who}: config.json: "${key}" is missing`);
-  const ok = kind === "size" ? typeof v === "number" && Number.isInteger(v) && v > 0 : typeof v === kind;
-  if (!ok)
-    throw new HfImportError(
-      `${who}: config.json: "${key}" must be ${kind === "size" ? "a positive integer" : `a ${kind}`}, got ${JSON.stringify(v)}`,
-    );
+  const ok =
+    kind === "size"
+      ? typeof v === "number" && Number.isSafeInteger(v) && v > 0
+      : kind === "positive"
+        ? typeof v === "number" && Number.isFinite(v) && v > 0
+        : typeof v === kind;
+  if (!ok) {
+    const want = kind === "size" ? "a positive integer" : kind === "positive" ? "a finite number > 0" : `a ${kind}`;
+    // JSON.parse reads 1e400 as Infinity, which JSON.stringify would print as null.
+    const got = typeof v === "number" && !Number.isFinite(v) ? `${v} (a number beyond float64's range)` : JSON.stringify(v);
+    throw new HfImportError(`${who}: config.json: "${key}" must be ${want}, got ${got}`);
+  }
   return v as FieldKinds[K];
 }
 
@@ -87,19 +94,33 @@ export function hfLabels(hf: Record<string, unknown>, who: string): number {
  * only the library's placeholders LABEL_0, LABEL_1, ... (then the data's labels are taken in
  * sorted order, as for attnlip's own models).
  *
- * @example hfLabelNames({ id2label: { "0": "spam", "1": "ham" } }) // ["spam", "ham"]
+ * @throws HfImportError when id2label's keys are not the ids 0 .. n-1 (a key that is not a
+ *   whole number, or a gap), a value is not a string, or two ids share a name (the data's
+ *   labels could not be matched to ids).
+ * @example hfLabelNames({ id2label: { "0": "spam", "1": "ham" } }, "analyze") // ["spam", "ham"]
  */
-export function hfLabelNames(hf: Record<string, unknown>): string[] | null {
+export function hfLabelNames(hf: Record<string, unknown>, who: string): string[] | null {
   const id2label = hf.id2label;
   if (typeof id2label !== "object" || id2label === null || Array.isArray(id2label)) return null;
   const entries = Object.entries(id2label as Record<string, unknown>);
   const names: string[] = [];
   for (let i = 0; i < entries.length; i++) {
     const v = (id2label as Record<string, unknown>)[String(i)];
-    if (typeof v !== "string") return null;
+    if (v === undefined) {
+      const odd = entries.find(([k]) => !/^(0|[1-9]\d*)$/.test(k) || Number(k) >= entries.length);
+      throw new HfImportError(
+        `${who}: config.json: id2label: its keys must be the class ids 0 to ${entries.length - 1}, got key ${JSON.stringify(odd?.[0] ?? String(i))}`,
+      );
+    }
+    if (typeof v !== "string") throw new HfImportError(`${who}: config.json: id2label["${i}"] must be a string (the class name), got ${JSON.stringify(v)}`);
     names.push(v);
   }
-  if (names.every((n, i) => n === `LABEL_${i}`) || new Set(names).size !== names.length) return null;
+  const repeated = names.find((n, i) => names.indexOf(n) !== i);
+  if (repeated !== undefined)
+    throw new HfImportError(
+      `${who}: config.json: id2label names two classes ${JSON.stringify(repeated)} (ids ${names.indexOf(repeated)} and ${names.lastIndexOf(repeated)}): each class needs its own name to be matched to the data's labels`,
+    );
+  if (names.every((n, i) => n === `LABEL_${i}`)) return null;
   return names;
 }
 

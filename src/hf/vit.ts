@@ -33,7 +33,7 @@ export const vitForImageClassification: HfArchitecture = {
       classes: hfLabels(hf, who),
       qkvBias: hfField(hf, "qkv_bias", "boolean", who, true),
       norm: "pre",
-      lnEps: hfField(hf, "layer_norm_eps", "number", who, 1e-12),
+      lnEps: hfField(hf, "layer_norm_eps", "positive", who, 1e-12),
       activation: hfActivation(hf, "hidden_act", who),
       dropout: 0,
     };

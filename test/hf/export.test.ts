@@ -155,6 +155,11 @@ test("export keeps a float16 model's dtype, names a fine-tuned run's classes, re
   cpSync(join(dir("bert"), "tokenizer.json"), join(f16, "tokenizer.json"));
   await exportModel(f16, join(work, "f16-out"), false);
   assert.deepEqual(readFileSync(join(work, "f16-out", "model.safetensors")), readFileSync(join(f16, "model.safetensors")));
+  // A dtype attnlip does not write (float64) is exported as float32 and labelled so.
+  writeFileSync(join(f16, "config.json"), JSON.stringify({ ...config, torch_dtype: "float64" }));
+  await exportModel(f16, join(work, "f64-out"), false);
+  assert.equal((json(join(work, "f64-out", "config.json")) as Record<string, unknown>).torch_dtype, "float32");
+  assert.equal((await readSafetensors(join(work, "f64-out", "model.safetensors"))).tensors.values().next().value!.dtype, "F32");
   // A run fine-tuned from a model with placeholder labels exports its data's class names.
   const csv = join(work, "t.csv");
   writeFileSync(csv, "text,label\n" + Array.from({ length: 30 }, (_, i) => `${i % 2 ? "free money" : "the meeting"} ${i},${i % 2 ? "spam" : "ham"}`).join("\n") + "\n");

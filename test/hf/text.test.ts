@@ -297,6 +297,16 @@ test("an imported model's own class names (id2label) give the data's labels thei
   await hfTextTokenizer(other, hf.config as TextConfig, hf.hfConfig, "analyze", (l) => warnings.push(l));
   hf.model.dispose();
   assert.match(warnings.join("\n"), /analyze: warning: .*tokenizer.json has 160 tokens, the model 300 word embeddings/);
+  // A malformed id2label is refused before the weights load, naming what is wrong.
+  for (const [id2label, message] of [
+    [{ 0: "spam", 1: "spam" }, /id2label names two classes "spam" \(ids 0 and 1\)/],
+    [{ a: "spam", b: "ham" }, /id2label: its keys must be the class ids 0 to 1, got key "a"/],
+    [{ 0: "spam", 2: "ham" }, /id2label: its keys must be the class ids 0 to 1, got key "2"/],
+    [{ 0: "spam", 1: 7 }, /id2label\["1"\] must be a string \(the class name\), got 7/],
+  ] as const) {
+    writeFileSync(join(d, "config.json"), JSON.stringify({ ...config, id2label, label2id: undefined }));
+    await assert.rejects(loadHfModel(d, "analyze"), (e: Error) => (assert.match(e.message, message), true));
+  }
   // Weights without config.json are named as a Hugging Face folder's problem, not a checkpoint's.
   const noConfig = mkdtempSync(join(tmpdir(), "attnlip-hf-noconfig-"));
   cpSync(join(dir("bert"), "model.safetensors"), join(noConfig, "model.safetensors"));

@@ -162,6 +162,10 @@ test("Hugging Face folders attnlip cannot import are refused with one line namin
   await refused(copy((c) => delete c.hidden_size), /config.json: "hidden_size" is missing/);
   await refused(copy((c) => (c.hidden_size = 32.5)), /"hidden_size" must be a positive integer, got 32.5/);
   await refused(copy((c) => (c.patch_size = 0)), /"patch_size" must be a positive integer, got 0/);
+  await refused(copy((c) => (c.layer_norm_eps = -1)), /"layer_norm_eps" must be a finite number > 0, got -1/);
+  const huge = copy(() => {});
+  writeFileSync(join(huge, "config.json"), readFileSync(join(huge, "config.json"), "utf8").replace(/"hidden_size":\s*\d+/, '"hidden_size": 1e400'));
+  await refused(huge, /"hidden_size" must be a positive integer, got Infinity \(a number beyond float64's range\)/);
   await refused(copy((c) => (c.architectures = "ViTForImageClassification")), /"architectures" must be a list of class names/);
   await refused(copy((c) => (c.model_type = "deit")), /model_type "deit" does not match architecture ViTForImageClassification/);
   // Unreadable config.json: the folder is still taken for a Hugging Face one, and the line names config.json.

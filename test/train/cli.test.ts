@@ -25,8 +25,8 @@ function runTrain(args: string[]): Promise<{ code: number | null; stdout: string
 
 test("parseTrainFlags names the bad flag in one line", () => {
   const cases: [Record<string, string>, RegExp][] = [
-    [{ out: "x", epochs: "abc" }, /^train: --epochs: must be a positive integer, got "abc"$/],
-    [{ out: "x", epochs: "1.5" }, /^train: --epochs: must be a positive integer, got "1.5"$/],
+    [{ out: "x", epochs: "abc" }, /^train: --epochs: must be an integer from 1 to 100000, got "abc"$/],
+    [{ out: "x", epochs: "1.5" }, /^train: --epochs: must be an integer from 1 to 100000, got "1.5"$/],
     [{ out: "x", batch: "0" }, /^train: --batch: must be a positive integer, got "0"$/],
     [{ out: "x", lr: "-1" }, /^train: --lr: must be a finite number > 0, got "-1"$/],
     [{ out: "x", lr: "1e" }, /^train: --lr: must be a finite number > 0, got "1e"$/],
@@ -71,6 +71,7 @@ test("the CLI rejects bad flags with exit code 2 and one line on stderr", async 
   const out = tempDir();
   const cases: [string[], RegExp][] = [
     [["--out", out, "--epochs", "zero"], /--epochs/],
+    [["--out", out, "--epochs", "1e12"], /train: --epochs: must be an integer from 1 to 100000, got "1e12"/],
     [["--out", out, "--jasmin-norm", "l2"], /--jasmin-norm/],
     [["--out", out, "--bogus"], /unknown option '--bogus'/],
     [["--epochs", "1"], /--out DIR is required/],
