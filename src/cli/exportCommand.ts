@@ -1,3 +1,5 @@
+import { readdirSync } from "node:fs";
+import { basename } from "node:path";
 import { Command } from "commander";
 import { HF_ARCHITECTURES } from "../hf/architectures.ts";
 import { InputError } from "../util/errors.ts";
@@ -30,6 +32,11 @@ export function exportCommand(): Command {
       const { exportModel } = await import("./exportRun.ts");
       const { written, architecture } = await exportModel(source, flags.out, flags.force === true);
       console.log(`wrote ${flags.out} (Hugging Face ${architecture}: ${written.map((p) => p.split("/").pop()).join(", ")})`);
+      // Files of an earlier model in --out stay; transformers may read some (vocab.txt, tokenizer_config.json).
+      const names = new Set(written.map((p) => basename(p)));
+      const others = readdirSync(flags.out).filter((f) => !names.has(f));
+      if (others.length > 0)
+        console.error(`export: warning: ${flags.out} also holds ${others.slice(0, 5).join(", ")}${others.length > 5 ? ` and ${others.length - 5} more` : ""}, not written by this export; remove them if they belong to another model`);
       if (HF_ARCHITECTURES.get(architecture)?.addsHead)
         console.log(`  the linear head attnlip added is not part of ${architecture} and is not written`);
     });

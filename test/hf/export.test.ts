@@ -46,7 +46,10 @@ test("attnlip export of a Hugging Face folder gives the same tensors bit for bit
   const again = await runAttnlipHere(["export", dir("bert"), "--out", join(work, "bert")]);
   assert.equal(again.code, 2);
   assert.match(again.stderr, /^attnlip: export: --out: .* holds config.json already; choose another folder or give --force/);
-  assert.equal((await runAttnlipHere(["export", dir("bert"), "--out", join(work, "bert"), "--force"])).code, 0);
+  writeFileSync(join(work, "bert", "vocab.txt"), "another model's vocabulary\n");
+  const forced = await runAttnlipHere(["export", dir("bert"), "--out", join(work, "bert"), "--force"]);
+  assert.equal(forced.code, 0);
+  assert.match(forced.stderr, /export: warning: .* also holds vocab\.txt, not written by this export; remove them if they belong to another model/);
   const bad = [
     [["export", dir("bert"), "--format", "onnx", "--out", join(work, "x")], /--format: "onnx" is not a format attnlip writes/],
     [["export", dir("bert")], /--out DIR/],
