@@ -153,6 +153,7 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
     const id = `group-${i}`;
     const body = [
       `<p>${escapeHtml(`${g.data}, ${g.model}, JaSMin ${g.jasminNorm} / ${g.reduce}; seeds ${seedsOf(g).join(", ")}; lambdas ${g.lambdas.map((l) => l.lambda).join(", ")}`)}</p>`,
+      g.verdict.length > 0 ? `<p><strong>Verdict on the paper's claims</strong> (paired differences from λ = 0; "holds" means the 95% interval excludes 0 in the claimed direction):</p><ul>${g.verdict.map((v) => `<li>${escapeHtml(v)}</li>`).join("")}</ul>` : "",
       groupTable(g, metrics),
       figure(`${id}-lambda`, await renderVegaLite(lambdaSpec(g, metrics), `${id}-lambda`), "Each metric against the JaSMin weight lambda: mean over seeds (point) and 95% Student-t interval (bar). Each panel has its own scale."),
       robust.length > 0

@@ -4,6 +4,7 @@ import { stringify } from "csv-stringify/sync";
 import { InputError } from "../util/errors.ts";
 import { readRunResult, type RunResult } from "./result.ts";
 import { meanInterval, pairedDifference, type MeanInterval } from "./statistics.ts";
+import { verdictLines } from "./verdict.ts";
 
 /**
  * A study's runs combined: per group of runs that differ only in lambda and seed (same data,
@@ -34,6 +35,8 @@ export interface StudyGroup {
   jasminNorm: string;
   reduce: string;
   lambdas: LambdaStatistics[];
+  /** The paper's claims checked on this group, one sentence each (verdict.ts verdictLines). */
+  verdict: string[];
 }
 
 /** study.json. */
@@ -108,7 +111,7 @@ export function aggregateResults(results: readonly RunResult[], unfinished: read
     const bySeed = (lambda: number, name: string) =>
       new Map(runs.filter((r) => r.lambda === lambda).map((r) => [r.seed, metricsOf.get(r)![name] ?? null]));
     const hasControl = lambdas[0] === 0;
-    out.push({
+    const group: Omit<StudyGroup, "verdict"> = {
       data: runs[0].data,
       model: runs[0].model,
       jasminNorm: runs[0].jasminNorm,
@@ -124,7 +127,8 @@ export function aggregateResults(results: readonly RunResult[], unfinished: read
           stats.difference = Object.fromEntries(names.map((n) => [n, pairedDifference(bySeed(lambda, n), bySeed(0, n))]));
         return stats;
       }),
-    });
+    };
+    out.push({ ...group, verdict: verdictLines({ ...group, verdict: [] }) });
   }
   return { format: "attnlip-study", version: 1, finished: results.length, unfinished: [...unfinished], metricNotes: METRIC_NOTES, groups: out };
 }

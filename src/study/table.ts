@@ -1,6 +1,7 @@
 import { formatNumber, renderTable } from "../util/table.ts";
 import type { StudyGroup, StudySummary } from "./aggregate.ts";
 import type { MeanInterval } from "./statistics.ts";
+import { direction } from "./verdict.ts";
 
 /** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
 const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov"];
@@ -43,8 +44,7 @@ export function formatDifference(d: MeanInterval | null | undefined, percent: bo
   if (d === null || d === undefined) return "-";
   const f = (x: number) => (percent ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : `${x >= 0 ? "+" : ""}${formatNumber(x, 3)}`);
   if (d.low === null || d.high === null) return `${f(d.mean)} (1 seed)`;
-  const verdict = d.low > 0 ? "higher" : d.high < 0 ? "lower" : "no clear change";
-  return `${f(d.mean)} [${f(d.low)}, ${f(d.high)}] ${verdict}`;
+  return `${f(d.mean)} [${f(d.low)}, ${f(d.high)}] ${direction(d)}`;
 }
 
 /**
@@ -68,6 +68,7 @@ export function studyTable(summary: StudySummary): string {
       ...diffs.map((l) => formatDifference(l.difference?.[m.name], m.percent)),
     ]);
     parts.push(renderTable(head, rows));
+    for (const line of g.verdict) parts.push(`verdict: ${line}`);
   }
   return parts.join("\n");
 }

@@ -4,6 +4,7 @@ import { meanInterval, pairedDifference } from "../../src/study/statistics.ts";
 import { aggregateResults, studyCsv } from "../../src/study/aggregate.ts";
 import type { RunResult } from "../../src/study/result.ts";
 import { formatDifference } from "../../src/study/table.ts";
+import { claimChecks, direction } from "../../src/study/verdict.ts";
 
 const close = (a: number | null | undefined, b: number, tol = 1e-9) =>
   assert.ok(a !== null && a !== undefined && Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${a} vs ${b}`);
@@ -90,4 +91,27 @@ test("aggregation on a toy grid: per lambda mean and interval over seeds, paired
   const row = csv.find((r) => r.startsWith("mnist,vit-micro,top2,max-log,1,networkTrue,"))!.split(",");
   close(Number(row[12]), -2);
   assert.equal(row[11], "3");
+});
+
+test("the paper's claims are checked per lambda: holds, the opposite, or not distinguishable from noise", () => {
+  const runs = [0, 1, 2].flatMap((seed) => [
+    toyRun(0, seed, 0.9, 10 + seed, 0.5),
+    // lambda 1: the true constant 2 lower at every seed (clear); robust accuracy 10 points lower (clear, the opposite).
+    toyRun(1, seed, 0.9, 8 + seed + seed / 100, 0.4 - seed / 1000),
+    // lambda 2: noise either way.
+    toyRun(2, seed, 0.9, 10 + seed + [-1, 1, 0.2][seed], 0.5 + [0.05, -0.05, 0.01][seed]),
+  ]);
+  const group = aggregateResults(runs).groups[0];
+  const checks = claimChecks(group);
+  const at = (lambda: number, claim: string) => checks.find((c) => c.lambda === lambda && c.claim === claim)!;
+  assert.equal(at(1, "lipschitz").direction, "lower");
+  assert.equal(at(1, "lipschitz").holds, true);
+  assert.equal(at(1, "robustness").direction, "lower");
+  assert.equal(at(1, "robustness").holds, false);
+  assert.equal(at(2, "lipschitz").holds, null);
+  assert.deepEqual(group.verdict, [
+    "JaSMin lowers the true network Lipschitz constant: holds at lambda 1; not distinguishable from noise at lambda 2 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
+    "JaSMin raises robust accuracy: the opposite at lambda 1 linf:apgd:eps=0.1; not distinguishable from noise at lambda 2 linf:apgd:eps=0.1 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
+  ]);
+  assert.equal(direction(meanInterval([1])), "one seed");
 });
