@@ -57,7 +57,7 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
   );
   const runs = rows.map((r) => r.run);
   return {
-    width: 460,
+    width: 390,
     height: 300,
     layer: [
       {
@@ -81,7 +81,8 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
             type: "nominal",
             scale: runScale(runs),
             title: "run",
-            legend: { symbolOpacity: 1 },
+            // Below the panels: two panels and a legend at the side would not fit 800 px.
+            legend: { symbolOpacity: 1, orient: "bottom" },
           },
         },
       },
@@ -111,8 +112,29 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
 }
 
 /**
- * Chart (b): per layer, the median of every bound variant and of the true value (black), log
- * scale, one panel per run.
+ * How each bound variant family is drawn (line dash and point shape) so that overlapping
+ * lines stay apart: distribution-aware variants solid with circles, prior art dashed with
+ * squares, the paper's form dotted with triangles (docs/math.md section 2 says why each lies
+ * where it does).
+ */
+export function variantFamily(variant: string): "distribution-aware" | "prior art" | "paper" | "truth" {
+  if (variant === "true" || variant === "composition floor") return "truth";
+  if (variant === "paper") return "paper";
+  if (variant === "t3-one" || variant === "t3-half" || variant === "castin") return "prior art";
+  return "distribution-aware";
+}
+
+const FAMILY_DASH: Record<string, number[]> = { "distribution-aware": [1, 0], "prior art": [6, 3], paper: [2, 2], truth: [1, 0] };
+const FAMILY_SHAPE: Record<string, string> = { "distribution-aware": "circle", "prior art": "square", paper: "triangle-up", truth: "circle" };
+
+/**
+ * Chart (b): per run (rows), the median over inputs of every bound variant and of the true
+ * value per block (lines, log scale) and, in a panel of its own, per network (points): the
+ * network bound is a product of per-block bounds and the other factors, not a further layer.
+ * The composition floor (the network bound's product with every block bound replaced by the
+ * block's true value) is drawn at the network as a hollow black diamond: no layer-wise bound
+ * can lie below it. Colours name variants; dashes and shapes name families
+ * ({@link variantFamily}).
  */
 export function boundsSpec(
   points: BoundPoint[],
@@ -120,22 +142,29 @@ export function boundsSpec(
   layers: string[],
   variants: string[],
 ): TopLevelSpec {
+  const floor = points.some((p) => p.series === "composition floor");
+  const series = [...variants, "true", ...(floor ? ["composition floor"] : [])];
   const colour = {
     field: "series",
     type: "nominal",
-    scale: {
-      domain: [...variants, "true"],
-      range: [...VARIANT_COLOURS.slice(0, variants.length), "black"],
-    },
+    scale: { domain: series, range: [...VARIANT_COLOURS.slice(0, variants.length), "black", "black"].slice(0, series.length) },
     title: "median of",
+    legend: { labelLimit: 0, symbolStrokeWidth: 2 },
   };
-  const x = {
-    field: "layer",
-    type: "ordinal",
-    sort: layers,
-    title: "layer",
-    axis: { labelAngle: 0 },
+  const shape = {
+    field: "series",
+    type: "nominal",
+    scale: { domain: series, range: [...variants.map((v) => FAMILY_SHAPE[variantFamily(v)]), "circle", "diamond"].slice(0, series.length) },
+    title: "median of",
+    legend: { labelLimit: 0 },
   };
+  const dash = {
+    field: "series",
+    type: "nominal",
+    scale: { domain: series, range: [...variants.map((v) => FAMILY_DASH[variantFamily(v)]), [1, 0], [1, 0]].slice(0, series.length) },
+    legend: null,
+  };
+  const blocks = layers.filter((l) => l !== "network");
   const y = {
     field: "median",
     type: "quantitative",
@@ -143,34 +172,61 @@ export function boundsSpec(
     axis: { format: ".0e" },
     title: "Lipschitz constant (log scale)",
   };
-  return {
-    data: { values: points },
-    facet: {
-      column: {
-        field: "run",
-        type: "nominal",
-        sort: runs,
-        title: null,
-        header: { labelFontSize: 13, labelFontWeight: "bold" },
+  const withData = points.map((p) => ({ ...p, family: variantFamily(p.series) }));
+  const row = (run: string) => ({
+    title: { text: run, fontSize: 13 },
+    hconcat: [
+      ...(blocks.length > 0
+        ? [
+            {
+              width: Math.max(220, 60 * blocks.length),
+              height: 260,
+              data: { values: withData.filter((p) => p.run === run && p.layer !== "network") },
+              encoding: { x: { field: "layer", type: "ordinal", sort: blocks, title: "block", axis: { labelAngle: 0 } }, y },
+              layer: [
+                {
+                  transform: [{ filter: "datum.series !== 'true'" }],
+                  mark: { type: "line", strokeWidth: 1.5 },
+                  encoding: { color: colour, strokeDash: dash, detail: { field: "series" } },
+                },
+                {
+                  transform: [{ filter: "datum.series !== 'true'" }],
+                  mark: { type: "point", filled: true, size: 40 },
+                  encoding: { color: colour, shape },
+                },
+                {
+                  transform: [{ filter: "datum.series === 'true'" }],
+                  mark: { type: "line", point: { size: 60, filled: true }, strokeWidth: 3 },
+                  encoding: { color: colour },
+                },
+              ],
+            },
+          ]
+        : []),
+      {
+        width: 90,
+        height: 260,
+        data: { values: withData.filter((p) => p.run === run && p.layer === "network") },
+        encoding: { x: { field: "layer", type: "ordinal", title: "network", axis: { labels: false, ticks: false } }, y: { ...y, title: null } },
+        layer: [
+          {
+            transform: [{ filter: "datum.series !== 'composition floor'" }],
+            mark: { type: "point", filled: true, size: 60, opacity: 0.9 },
+            encoding: { color: colour, shape },
+          },
+          {
+            transform: [{ filter: "datum.series === 'composition floor'" }],
+            mark: { type: "point", filled: false, size: 160, strokeWidth: 2 },
+            encoding: { color: colour, shape },
+          },
+        ],
       },
-    },
-    spec: {
-      width: Math.max(260, 70 * layers.length),
-      height: 300,
-      layer: [
-        {
-          transform: [{ filter: "datum.series !== 'true'" }],
-          mark: { type: "line", point: { size: 25 }, strokeWidth: 1.5 },
-          encoding: { x, y, color: colour },
-        },
-        {
-          transform: [{ filter: "datum.series === 'true'" }],
-          mark: { type: "line", point: { size: 50, filled: true }, strokeWidth: 3 },
-          encoding: { x, y, color: colour },
-        },
-      ],
-    },
-  } as TopLevelSpec;
+    ],
+  });
+  return {
+    vconcat: runs.map(row),
+    resolve: { scale: { y: "shared", color: "shared", shape: "shared", strokeDash: "shared" } },
+  } as unknown as TopLevelSpec;
 }
 
 /** Chart (c): distributions of p_(1) and of sigma over attention rows, one area per run (fractions of rows). */
@@ -182,8 +238,8 @@ export function distributionsSpec(rows: RunRows[], bins = 40): TopLevelSpec {
     domain: [number, number],
   ) => ({
     data: { values },
-    width: 320,
-    height: 220,
+    width: 270,
+    height: 200,
     layer: [
       {
         mark: { type: "area", interpolate: "step", opacity: 0.3 },
@@ -195,7 +251,8 @@ export function distributionsSpec(rows: RunRows[], bins = 40): TopLevelSpec {
             type: "nominal",
             scale: runScale(runs),
             title: "run",
-            legend: { symbolOpacity: 1 },
+            // Below the panels: two panels and a legend at the side would not fit 800 px.
+            legend: { symbolOpacity: 1, orient: "bottom" },
           },
         },
       },
@@ -326,6 +383,19 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
   top = top > 0 ? top : 1;
   // Whole pixels per cell, so that the rectangles' coordinates are integers.
   const side = Math.min(n, maxCells);
+  // Ticks at about 4 cells per map, labelled with the token (or patch) position; a pooled map's
+  // cell c starts at position c * n / side.
+  const every = Math.max(1, Math.round(side / 4));
+  const axis = (title: string) => ({
+    values: Array.from({ length: Math.ceil(side / every) }, (_, i) => i * every),
+    labelExpr: side === n ? "datum.value" : `round(datum.value * ${n / side})`,
+    labelFontSize: 9,
+    labelAngle: 0,
+    tickSize: 3,
+    title,
+    titleFontSize: 10,
+    titleFontWeight: "normal",
+  });
   const cell = side * Math.max(1, Math.round((heads > 6 ? 90 : 130) / side));
   return {
     data: { values },
@@ -344,14 +414,15 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
       height: cell,
       mark: { type: "rect" },
       encoding: {
-        x: { field: "k", type: "ordinal", axis: null, title: "key" },
-        y: { field: "q", type: "ordinal", axis: null, title: "query" },
+        x: { field: "k", type: "ordinal", axis: axis("key position"), title: "key" },
+        y: { field: "q", type: "ordinal", axis: axis("query position"), title: "query" },
         color: {
           field: "p",
           type: "quantitative",
           scale: { scheme: "viridis", type: "sqrt", domain: [0, top], nice: false },
           title: "probability",
-          legend: { gradientLength: 160 },
+          // Five labelled values along the gradient, not only its ends.
+          legend: { gradientLength: 160, values: [0, 0.25, 0.5, 0.75, 1].map((f) => f * top), format: ".2f" },
         },
       },
     },
@@ -364,14 +435,15 @@ export function trainingSpec(
   steps: StepPoint[],
   runs: string[],
 ): TopLevelSpec {
-  const colour = { field: "run", type: "nominal", scale: runScale(runs), title: "run" };
+  // The legend below the panels: two panels and a legend at the side would not fit 800 px.
+  const colour = { field: "run", type: "nominal", scale: runScale(runs), title: "run", legend: { orient: "bottom" } };
   const accuracy = epochs.filter((e) => e.testAccuracy !== null);
   const panels: object[] = [];
   if (accuracy.length > 0)
     panels.push({
       data: { values: accuracy },
-      width: 320,
-      height: 220,
+      width: 280,
+      height: 200,
       mark: { type: "line", point: { size: 30 }, strokeWidth: 2 },
       encoding: {
         x: { field: "epoch", type: "quantitative", axis: { tickMinStep: 1 }, title: "epoch" },
@@ -392,8 +464,8 @@ export function trainingSpec(
   if (sigmaValues.length > 0)
     panels.push({
       data: { values: sigmaValues },
-      width: 320,
-      height: 220,
+      width: 280,
+      height: 200,
       mark: { type: "line", strokeWidth: sigmaByStep ? 1.2 : 2, point: !sigmaByStep },
       encoding: {
         x: {

@@ -70,7 +70,11 @@ export function boundPoints(runs: RunData[]): BoundPoint[] {
   const points: BoundPoint[] = [];
   for (const run of runs)
     for (const s of layerSummaries(run)) {
-      const series: [string, Summary | null][] = [...Object.entries(s.bounds), ["true", s.true]];
+      const series: [string, Summary | null][] = [
+        ...Object.entries(s.bounds),
+        ["true", s.true],
+        ...(s.floor !== null ? ([["composition floor", s.floor]] as [string, Summary][]) : []),
+      ];
       for (const [name, sum] of series)
         if (sum !== null && sum.median > 0)
           points.push({

@@ -16,7 +16,8 @@ export const CHART_CONFIG = {
   font: "Helvetica, Arial, sans-serif",
   view: { stroke: "#ddd" },
   axis: { labelFontSize: 11, titleFontSize: 12, gridColor: "#eee" },
-  legend: { labelFontSize: 11, titleFontSize: 12 },
+  // labelLimit 0: legend labels are never cut to an ellipsis (run names such as "JaSMin (lambda 0.1)").
+  legend: { labelFontSize: 11, titleFontSize: 12, labelLimit: 0 },
   header: { labelFontSize: 12, titleFontSize: 12 },
   title: { fontSize: 14, anchor: "start" },
 } as const;

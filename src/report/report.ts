@@ -221,8 +221,11 @@ async function boundsSection(runs: RunData[]): Promise<string> {
             ),
             "bounds",
           ),
-          "Median over inputs of every bound variant (colours) and of the true value (black, thick) per layer, log scale. " +
-            "The closer a curve lies to the black one, the tighter the bound." +
+          "Median over inputs of every bound variant (colours) and of the true value (black) per block, and for the whole network in its own panel, log scale; the closer a bound lies to the black one, the tighter it is. " +
+            "Distribution-aware variants (solid, circles) use each attention row's own sigma; prior art (dashed, squares) uses the worst case 1/2 (t3-half), 1 (t3-one) or a ball bound (castin); the paper's form (dotted, triangle) uses ||X||^2 of the whole input, which makes it looser than prior art here. " +
+            (runs.some((r) => layerSummaries(r).some((l) => l.floor !== null))
+              ? "The network bound multiplies the block bounds with the factors outside the blocks (embedding, norms, head), so even exact block values give the composition floor (hollow diamond), far above the network's true value: no layer-wise bound can go below it."
+              : "") +
             (runs.some((r) => convergenceOf(r).total.unconverged > 0)
               ? " Some block true values did not converge (marked * in the tables below): the black curve may lie low there."
               : ""),

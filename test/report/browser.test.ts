@@ -38,7 +38,8 @@ before(async () => {
   reportPath = join(work, "report.html");
   const html = await buildReport([
     { dir: FIXTURES.baseline, name: "baseline" },
-    { dir: FIXTURES.jasmin, name: "JaSMin" },
+    // A long run name, as the demo gives it: legends must show it whole.
+    { dir: FIXTURES.jasmin, name: "JaSMin (lambda 0.1)" },
   ]);
   await writeReport(reportPath, html);
 });
@@ -59,7 +60,8 @@ test(
       executablePath: CHROMIUM,
       headless: true,
       args: ARGS,
-      viewport: { width: 1280, height: 900 },
+      // 800 px: every chart must fit without a horizontal scroll bar.
+      viewport: { width: 800, height: 900 },
       offline: true,
     });
     try {
@@ -97,8 +99,11 @@ test(
             const b = (m as SVGGraphicsElement).getBBox();
             return b.width > 0 || b.height > 0;
           });
+          const texts = svg ? [...svg.querySelectorAll("text")].map((x) => x.textContent ?? "") : [];
           return {
             id: f.getAttribute("data-chart"),
+            cut: texts.filter((x) => x.endsWith("…")),
+            overflow: f.scrollWidth - f.clientWidth,
             namespace: svg?.namespaceURI ?? null,
             width: box?.width ?? 0,
             height: box?.height ?? 0,
@@ -108,9 +113,13 @@ test(
         }),
       );
       assert.equal(charts.length, 7);
+      const wide = charts.filter((c) => c.overflow > 0).map((c) => `${c.id}: ${c.overflow} px`);
+      assert.deepEqual(wide, [], "charts wider than the page at 800 px");
       for (const c of charts) {
         assert.equal(c.namespace, "http://www.w3.org/2000/svg", `${c.id}: parsed as SVG`);
         assert.ok(c.width > 0 && c.height > 0, `${c.id}: empty box ${c.width} x ${c.height}`);
+        assert.deepEqual(c.cut, [], `${c.id}: labels cut to an ellipsis`);
+        assert.ok(c.overflow <= 0, `${c.id}: ${c.overflow} px wider than the page at 800 px`);
         assert.ok(
           c.marks > 0 && c.drawn > 0,
           `${c.id}: ${c.marks} marks, ${c.drawn} with a non-empty box`,

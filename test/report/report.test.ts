@@ -280,3 +280,24 @@ test("the network's composition floor is a row of the bounds table when analysis
   assert.doesNotMatch(older, /composition floor/);
   rmSync(dir, { recursive: true });
 });
+
+test("the bounds chart draws blocks as lines and the network in a panel of its own (no line joins them), the composition floor as a marker, and each variant family with its own dash and shape", async () => {
+  const { boundsSpec, variantFamily } = await import("../../src/report/charts.ts");
+  const points = ["block.0", "block.1", "network"].flatMap((layer, i) =>
+    ["t3-half", "cov", "paper", "true", ...(layer === "network" ? ["composition floor"] : [])].map((series, k) => ({
+      run: "a", layer, series, median: 10 ** (i + k), q1: 1, q3: 1,
+    })),
+  );
+  const spec = boundsSpec(points, ["a"], ["block.0", "block.1", "network"], ["t3-half", "cov", "paper"]) as unknown as {
+    vconcat: { hconcat: { data: { values: { layer: string }[] }; layer: { mark: { type: string } }[] }[] }[];
+  };
+  const [blocks, network] = spec.vconcat[0].hconcat;
+  assert.ok(blocks.data.values.every((p) => p.layer !== "network"));
+  assert.ok(network.data.values.every((p) => p.layer === "network"));
+  assert.ok(network.layer.every((l) => l.mark.type === "point"), "no line in the network panel");
+  const json = JSON.stringify(spec);
+  assert.match(json, /"composition floor"\]/);
+  assert.deepEqual(["t3-half", "cov", "paper", "true"].map(variantFamily), ["prior art", "distribution-aware", "paper", "truth"]);
+  const svg = await (await import("../../src/report/render.ts")).renderVegaLite(spec as never);
+  assert.doesNotMatch(svg, /…/, "no legend label is cut");
+});
