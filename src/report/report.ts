@@ -378,20 +378,30 @@ async function robustSection(runs: RunData[]): Promise<string> {
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
       ["test examples", ...withAttack.map((r) => splitCell(r.attack!.split))],
-      [
-        "Lipschitz proxy radius margin / (sqrt 2 L), l2 in input units, median (q1–q3); a proxy, not a certificate",
-        ...withAttack.map((r): Cell => {
-          const p = r.attack!.proxy;
-          return p === undefined
-            ? "—"
-            : quartiles({ median: p.median ?? NaN, q1: p.q1 ?? NaN, q3: p.q3 ?? NaN } as Summary);
-        }),
-      ],
       ["inputs with a zero gradient (max over epsilon)", ...withAttack.map(zeroSummary)],
       ["seconds", ...withAttack.map((r) => formatNumber(r.attack!.seconds))],
     ],
     "Attack settings",
   );
+  // The proxy radius is a result (with its norm and unit), not a setting; it stays called a proxy.
+  const spaces = new Set(withAttack.map((r) => r.analysis.inputSpace ?? "image"));
+  const units = spaces.size > 1 ? "input units (pixels for images, embedding units for text)" : spaces.has("embedding") ? "token-embedding units" : "pixel units";
+  const proxy = withAttack.some((r) => r.attack!.proxy !== undefined)
+    ? table(
+        ["", ...withAttack.map((r) => r.name)],
+        [
+          [
+            "median (q1–q3)",
+            ...withAttack.map((r): Cell => {
+              const p = r.attack!.proxy;
+              return p === undefined ? "—" : quartiles({ median: p.median ?? NaN, q1: p.q1 ?? NaN, q3: p.q3 ?? NaN } as Summary);
+            }),
+          ],
+          ["misclassified (radius 0)", ...withAttack.map((r) => formatNumber(r.attack!.proxy?.misclassified))],
+        ],
+        `Lipschitz proxy radius: margin / (sqrt 2 · L), an l2 radius in ${units}, with L the exact local Lipschitz constant at the input; a proxy, not a certificate (L holds at the input only, not in a ball around it)`,
+      )
+    : "";
   const differences = attackDifferences(runs);
   const mixedNote =
     differences.length === 0
@@ -409,6 +419,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
         rows,
         "Clean and robust accuracy per epsilon (⚠: fraction of inputs whose loss gradient was exactly zero under that attack, a sign of gradient masking)",
       ) +
+      proxy +
       settings,
   );
 }

@@ -301,3 +301,11 @@ test("the bounds chart draws blocks as lines and the network in a panel of its o
   const svg = await (await import("../../src/report/render.ts")).renderVegaLite(spec as never);
   assert.doesNotMatch(svg, /…/, "no legend label is cut");
 });
+
+test("the Lipschitz proxy radius is a result with its own table (norm, unit, 'a proxy, not a certificate'), not a row of the attack settings", async () => {
+  const html = await buildReport([{ dir: FIXTURES.baseline, name: "baseline" }]);
+  const settings = html.slice(html.indexOf("<caption>Attack settings</caption>"));
+  assert.doesNotMatch(settings.slice(0, settings.indexOf("</table>")), /proxy/);
+  assert.match(html, /<caption>Lipschitz proxy radius: margin \/ \(sqrt 2 · L\), an l2 radius in pixel units, .*a proxy, not a certificate/);
+  assert.match(html, /<th scope="row">misclassified \(radius 0\)<\/th>/);
+});
