@@ -81,8 +81,7 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
             type: "nominal",
             scale: runScale(runs),
             title: "run",
-            // Below the panels: two panels and a legend at the side would not fit 800 px.
-            legend: { symbolOpacity: 1, orient: "bottom" },
+            legend: { symbolOpacity: 1 },
           },
         },
       },
@@ -149,14 +148,14 @@ export function boundsSpec(
     type: "nominal",
     scale: { domain: series, range: [...VARIANT_COLOURS.slice(0, variants.length), "black", "black"].slice(0, series.length) },
     title: "median of",
-    legend: { labelLimit: 0, symbolStrokeWidth: 2 },
+    legend: { labelLimit: 400, symbolStrokeWidth: 2 },
   };
   const shape = {
     field: "series",
     type: "nominal",
     scale: { domain: series, range: [...variants.map((v) => FAMILY_SHAPE[variantFamily(v)]), "circle", "diamond"].slice(0, series.length) },
     title: "median of",
-    legend: { labelLimit: 0 },
+    legend: { labelLimit: 400 },
   };
   const dash = {
     field: "series",

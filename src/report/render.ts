@@ -16,8 +16,8 @@ export const CHART_CONFIG = {
   font: "Helvetica, Arial, sans-serif",
   view: { stroke: "#ddd" },
   axis: { labelFontSize: 11, titleFontSize: 12, gridColor: "#eee" },
-  // labelLimit 0: legend labels are never cut to an ellipsis (run names such as "JaSMin (lambda 0.1)").
-  legend: { labelFontSize: 11, titleFontSize: 12, labelLimit: 0 },
+  // Legend labels up to 400 px are never cut to an ellipsis (run names such as "JaSMin (lambda 0.1)").
+  legend: { labelFontSize: 11, titleFontSize: 12, labelLimit: 400 },
   header: { labelFontSize: 12, titleFontSize: 12 },
   title: { fontSize: 14, anchor: "start" },
 } as const;

@@ -103,6 +103,7 @@ test(
           return {
             id: f.getAttribute("data-chart"),
             cut: texts.filter((x) => x.endsWith("…")),
+            named: texts.includes("JaSMin (lambda 0.1)"),
             overflow: f.scrollWidth - f.clientWidth,
             namespace: svg?.namespaceURI ?? null,
             width: box?.width ?? 0,
@@ -115,6 +116,9 @@ test(
       assert.equal(charts.length, 7);
       const wide = charts.filter((c) => c.overflow > 0).map((c) => `${c.id}: ${c.overflow} px`);
       assert.deepEqual(wide, [], "charts wider than the page at 800 px");
+      // The charts with a run legend show the long name whole.
+      for (const id of ["sigma-scatter", "distributions", "robustness", "training"])
+        assert.ok(charts.find((c) => c.id === id)?.named, `${id}: no legend label "JaSMin (lambda 0.1)"`);
       for (const c of charts) {
         assert.equal(c.namespace, "http://www.w3.org/2000/svg", `${c.id}: parsed as SVG`);
         assert.ok(c.width > 0 && c.height > 0, `${c.id}: empty box ${c.width} x ${c.height}`);
