@@ -28,7 +28,7 @@ try {
   const page = await browser.newPage({ viewport: { width: 1000, height: 900 }, deviceScaleFactor: 1 });
   await page.goto(pathToFileURL(resolve(input)).href, { waitUntil: "load" });
   // Down to the end of the distributions chart: the report's first two charts and their captions.
-  const end = await page.$eval("#chart-distributions", (e) => e.getBoundingClientRect().bottom + window.scrollY);
+  const end = await page.$eval("#chart-distributions", (e) => e.getBoundingClientRect().bottom + e.ownerDocument.documentElement.scrollTop);
   await page.screenshot({ path: output, fullPage: true, clip: { x: 0, y: 0, width: 1000, height: Math.ceil(end) + 16 } });
   console.log(`wrote ${output} (the top of ${input}, ${Math.ceil(end) + 16} px high)`);
 } finally {
