@@ -14,6 +14,8 @@ import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { renderTable, formatNumber } from "../util/table.ts";
 import { mean } from "simple-statistics";
 import type { DemoSettings } from "./demoSettings.ts";
+import { fileURLToPath } from "node:url";
+import { committedStudyLines, readCommittedStudy } from "../study/committed.ts";
 
 /** Options of {@link runDemo}. */
 export interface DemoOptions {
@@ -140,6 +142,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   }
 
   step("writing the report");
+  const committed = committedStudyFor(settings.task);
   const html = await buildReport(
     runs.map((r) => ({ dir: join(out, r.name), name: r.name === "jasmin" ? `JaSMin (lambda ${lambda})` : "baseline" })),
     {
@@ -147,6 +150,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
         settings.task === "text"
           ? "attnlip demo: a text transformer on the SpamAssassin corpus, without and with JaSMin"
           : `attnlip demo: ${typeof settings.model === "string" ? settings.model : "a tiny ViT"} on MNIST, without and with JaSMin`,
+      ...(committed !== null ? { note: { heading: committed.heading, lines: committed.lines } } : {}),
     },
   );
   const reportPath = join(out, "report.html");
@@ -156,8 +160,35 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   console.log(`\n${summaryTable(summaries)}`);
   const nearChance = nearChanceNote(summaries, classes);
   if (nearChance !== null) console.log(nearChance);
+  if (committed !== null) console.log(`\n${committed.heading}\n${committed.lines.map((l) => `  - ${l}`).join("\n")}`);
   console.log(`demo finished in ${(seconds / 60).toFixed(1)} min; report: ${reportPath}`);
   return summaries;
+}
+
+/** The committed studies (docs/results/), by the demo task they speak for. */
+const COMMITTED_STUDIES = { text: "study-spam.json", image: "study-mnist.json" } as const;
+
+/**
+ * What the demo says about the committed study beside its own single-seed numbers: the study
+ * of its own task when one is committed (docs/results/study-mnist.json for images,
+ * study-spam.json for text), else the other task's, said to be another task; null when none is
+ * committed.
+ *
+ * @example committedStudyFor("text")?.lines[1] // "JaSMin lowers the true network Lipschitz constant: ..."
+ */
+export function committedStudyFor(task: "image" | "text", folder = new URL("../../docs/results/", import.meta.url)): { heading: string; lines: string[] } | null {
+  const own = readCommittedStudy(fileURLToPath(new URL(COMMITTED_STUDIES[task], folder)));
+  const other = own === null ? readCommittedStudy(fileURLToPath(new URL(COMMITTED_STUDIES[task === "text" ? "image" : "text"], folder))) : null;
+  const study = own ?? other;
+  if (study === null) return null;
+  const which = "several seeds; this demo's own table is one seed, where a difference can be seed-to-seed noise";
+  return {
+    heading:
+      own !== null
+        ? `What the committed study says (${which}):`
+        : `No study is committed for this task yet. What the committed study on the other task says (${which}):`,
+    lines: committedStudyLines(study),
+  };
 }
 
 /**

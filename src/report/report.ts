@@ -58,6 +58,11 @@ export interface ReportOptions {
    * inputs, steps); the report then lists the differences. Default false: refused.
    */
   allowMixed?: boolean;
+  /**
+   * A note shown above the charts, e.g. the demo's pointer to a committed study's verdict
+   * beside its own single-seed runs: a heading and its lines (plain text).
+   */
+  note?: { heading: string; lines: string[] };
 }
 
 /** What the bound variants are, for the legend table (variants not listed are shown without a note). */
@@ -654,6 +659,9 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     `<h1>${escapeHtml(title)}</h1>`,
     `<p class="runs">${runLine}</p>`,
     `<div class="howto"><strong>How to read this report.</strong> ${HOW_TO_READ}</div>`,
+    ...(options.note !== undefined
+      ? [`<div class="howto"><strong>${escapeHtml(options.note.heading)}</strong><ul>${options.note.lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul></div>`]
+      : []),
     `<nav><ol>${contents.map(([id, t]) => `<li><a href="#${id}">${escapeHtml(t)}</a></li>`).join("")}</ol></nav>`,
     ...sections,
     `<footer>Made by attnlip report. Charts: Vega-Lite, rendered to SVG without a browser. This file needs no network.</footer>`,
