@@ -14,6 +14,8 @@ import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
 import { analysisTables } from "../analysis/table.ts";
 import { writeAnalysis } from "../analysis/files.ts";
+import { firstInputOf } from "../analysis/firstInput.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 
 /** What `attnlip analyze` was asked to do. */
@@ -107,7 +109,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       );
     console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
     console.log(`  data: ${describeSplit(inputs.info)}`);
-    return await analyzeAndWrite(model, run, source, inputs, imported);
+    return await analyzeAndWrite(model, run, source, inputs, imported, tokenizer);
   } finally {
     model.dispose();
   }
@@ -149,9 +151,12 @@ async function analyzeAndWrite(
   source: string,
   inputs: ModelInputs,
   imported: boolean,
+  tokenizer: TextTokenizer | null,
 ): Promise<AnalyzeResult> {
   const progress = analysisProgress();
   const split = inputs.info;
+  // The attention maps are of the first input: keep it for the report.
+  const firstInput = firstInputOf(inputs.x, inputs.mask, tokenizer === null ? undefined : (ids) => tokenizer.decode(ids));
   let analysis: Analysis;
   try {
     analysis = await analyzeInWorkers(model, inputs.x, {
@@ -182,6 +187,7 @@ async function analyzeAndWrite(
       split,
       seed: run.seed,
       mlp: run.mlp,
+      ...(firstInput !== null ? { firstInput } : {}),
     });
     console.log(`wrote ${paths.join(" and ")}`);
   }

@@ -428,6 +428,34 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
   } as TopLevelSpec;
 }
 
+/**
+ * The image the attention maps belong to, in grey (channels averaged), one square per pixel.
+ *
+ * @param pixels row-major [height, width, channels] values in [0, 1].
+ * @example inputImageSpec(pixels, 28, 28, 1)
+ */
+export function inputImageSpec(pixels: readonly number[], height: number, width: number, channels: number): TopLevelSpec {
+  const values: { x: number; y: number; v: number }[] = [];
+  for (let y = 0; y < height; y++)
+    for (let x = 0; x < width; x++) {
+      let v = 0;
+      for (let c = 0; c < channels; c++) v += pixels[(y * width + x) * channels + c];
+      values.push({ x, y, v: v / channels });
+    }
+  const side = Math.max(2, Math.round(140 / Math.max(height, width)));
+  return {
+    data: { values },
+    width: side * width,
+    height: side * height,
+    mark: { type: "rect" },
+    encoding: {
+      x: { field: "x", type: "ordinal", axis: null },
+      y: { field: "y", type: "ordinal", axis: null },
+      color: { field: "v", type: "quantitative", scale: { domain: [0, 1], range: ["black", "white"] }, legend: null },
+    },
+  } as TopLevelSpec;
+}
+
 /** Chart (f): test accuracy per epoch and mean sigma during training (per step when recorded, else per epoch). */
 export function trainingSpec(
   epochs: EpochPoint[],

@@ -62,6 +62,13 @@ const AnalysisSchema = z.looseObject({
   attentionMaps: z
     .object({ n: z.number().int().min(0), maps: z.array(z.array(z.array(z.number()))) })
     .optional(),
+  /** The input the attention maps are of (analysis/firstInput.ts; absent in older files). */
+  firstInput: z
+    .discriminatedUnion("kind", [
+      z.object({ kind: z.literal("image"), height: z.number().int().min(1), width: z.number().int().min(1), channels: z.number().int().min(1), pixels: z.array(z.number()) }),
+      z.object({ kind: z.literal("text"), tokens: z.array(z.string()), real: z.number().int().min(0) }),
+    ])
+    .optional(),
 });
 
 /** What the report uses of analysis.json. */

@@ -3,6 +3,7 @@ import { writeFileAtomically } from "../io/atomicWrite.ts";
 import { InputError } from "../util/errors.ts";
 import {
   attentionMapsSpec,
+  inputImageSpec,
   boundsSpec,
   distributionsSpec,
   dashName,
@@ -452,8 +453,27 @@ async function mapsSection(runs: RunData[], maxMapSize: number): Promise<string>
       m.n > maxMapSize
         ? ` Maps are average-pooled to at most ${maxMapSize} x ${maxMapSize} cells.`
         : "";
+    const input = run.analysis.firstInput;
+    let shown = "";
+    if (input?.kind === "image" && input.pixels.length === input.height * input.width * input.channels) {
+      const side = Math.round(Math.sqrt(m.n - 1));
+      const patches = side * side === m.n - 1 ? ` Position 0 is the class token; positions 1 to ${m.n - 1} are the ${side} x ${side} patches of this image in reading order (row by row).` : "";
+      shown = figure(
+        `attention-input-${runs.indexOf(run)}`,
+        await renderVegaLite(inputImageSpec(input.pixels, input.height, input.width, input.channels), `input-${runs.indexOf(run)}`),
+        `${run.name}: the input these maps are of (${input.height} x ${input.width}${input.channels > 1 ? `, ${input.channels} channels averaged` : ""}).${patches}`,
+      );
+    } else if (input?.kind === "text") {
+      const listed = input.tokens.slice(0, Math.min(input.real, 96));
+      shown =
+        `<p class="tokens"><strong>The input these maps are of</strong> (${input.real} real token${input.real === 1 ? "" : "s"}${input.tokens.length > input.real ? `, then ${input.tokens.length - input.real} padding positions` : ""}), position: token: ` +
+        listed.map((t, i) => `<code>${i}:${escapeHtml(t)}</code>`).join(" ") +
+        (input.real > listed.length ? " …" : "") +
+        "</p>";
+    }
     parts.push(
       title +
+        shown +
         figure(
           `attention-maps-${runs.indexOf(run)}`,
           await renderVegaLite(

@@ -155,6 +155,8 @@ test("attnlip analyze runs on embedded digits with a random vit-tiny and writes 
   assert.match(r.stdout, /block\.3/);
   const doc = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8"));
   assert.equal(doc.layers.network.true.length, 2);
+  // The input the attention maps are of, for the report.
+  assert.deepEqual([doc.firstInput.kind, doc.firstInput.height, doc.firstInput.width, doc.firstInput.channels, doc.firstInput.pixels.length], ["image", 28, 28, 1, 784]);
   assert.ok(readFileSync(join(out, "analysis.csv"), "utf8").startsWith("input,layer,head,variant"));
   // A second analysis into the same folder is refused before any work without --force.
   const before = readFileSync(join(out, "analysis.json"), "utf8");

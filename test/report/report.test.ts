@@ -309,3 +309,18 @@ test("the Lipschitz proxy radius is a result with its own table (norm, unit, 'a 
   assert.match(html, /<caption>Lipschitz proxy radius: margin \/ \(sqrt 2 · L\), an l2 radius in pixel units, .*a proxy, not a certificate/);
   assert.match(html, /<th scope="row">misclassified \(radius 0\)<\/th>/);
 });
+
+test("the attention maps show the input they belong to: the image beside them, or the text's tokens with their positions", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-input-"));
+  const analysis = JSON.parse(readFileSync(join(FIXTURES.baseline, "analysis.json"), "utf8"));
+  mkdirSync(join(dir, "image"));
+  writeFileSync(join(dir, "image", "analysis.json"), JSON.stringify({ ...analysis, firstInput: { kind: "image", height: 4, width: 4, channels: 1, pixels: Array.from({ length: 16 }, (_, i) => i / 15) } }));
+  const image = await buildReport([{ dir: join(dir, "image") }]);
+  assert.match(image, /data-chart="attention-input-0"/);
+  assert.match(image, /the input these maps are of \(4 x 4\)/);
+  mkdirSync(join(dir, "text"));
+  writeFileSync(join(dir, "text", "analysis.json"), JSON.stringify({ ...analysis, firstInput: { kind: "text", tokens: ["[CLS]", "free", "<money>", "[PAD]"], real: 3 } }));
+  const text = await buildReport([{ dir: join(dir, "text") }]);
+  assert.match(text, /\(3 real tokens, then 1 padding positions\), position: token: <code>0:\[CLS\]<\/code> <code>1:free<\/code> <code>2:&lt;money&gt;<\/code><\/p>/);
+  rmSync(dir, { recursive: true });
+});
