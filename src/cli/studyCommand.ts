@@ -17,6 +17,7 @@ interface RawStudyOptions {
   jasminReduce?: string;
   epochs?: string;
   trainSize?: string;
+  testLimit?: string;
   batch?: string;
   lr?: string;
   analyzeN?: string;
@@ -43,6 +44,7 @@ const FLAGS: Record<keyof RawStudyOptions, string> = {
   jasminReduce: "--jasmin-reduce",
   epochs: "--epochs",
   trainSize: "--train-size",
+  testLimit: "--test-limit",
   batch: "--batch",
   lr: "--lr",
   analyzeN: "--analyze-n",
@@ -73,6 +75,7 @@ const StudyFlagsSchema = z.object({
   jasminReduce: list.optional(),
   epochs: positive.optional(),
   trainSize: positive.optional(),
+  testLimit: positive.optional(),
   batch: positive.optional(),
   lr: numberFlag({ above: 0 }).optional(),
   analyzeN: positive.optional(),
@@ -100,7 +103,7 @@ function gridFromFlags(f: StudyFlags): Record<string, unknown> {
     seeds: f.seeds,
     jasminNorm: f.jasminNorm,
     reduce: f.jasminReduce,
-    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, batch: f.batch, lr: f.lr })),
+    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, testLimit: f.testLimit, batch: f.batch, lr: f.lr })),
     analyze: nonEmpty(pick({ n: f.analyzeN, iterations: f.iterations })),
     attack: nonEmpty(pick({ n: f.attackN, attacks: f.attack, linf: f.epsLinf, l2: f.epsL2, steps: f.steps, restarts: f.restarts })),
   });
@@ -160,6 +163,7 @@ export function studyCommand(): Command {
     .option("--jasmin-reduce <list>", "JaSMin's reduction: max-log, max, mean [max-log]")
     .option("--epochs <n>", "training epochs per run [2]")
     .option("--train-size <n>", "training examples per run (the first of the split) [all]")
+    .option("--test-limit <n>", "test examples behind the clean accuracy (quick checks; a study should use all) [all]")
     .option("--batch <n>", "examples per training step [32]")
     .option("--lr <x>", "peak learning rate [0.002]")
     .option("--analyze-n <n>", "test inputs analysed per run (bounds and true values) [100]")

@@ -59,6 +59,7 @@ export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, o
             seed: run.seed,
             out: dir,
             ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
+            ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
           }
         : { resume: dir }),
       epochs,

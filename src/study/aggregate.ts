@@ -53,7 +53,7 @@ export interface StudySummary {
 
 /** What the metric names mean (prefixes for the families). */
 export const METRIC_NOTES: Record<string, string> = {
-  cleanAccuracy: "test accuracy on the whole held-out test split after training, in [0, 1]",
+  cleanAccuracy: "test accuracy on the held-out test split after training (all of it unless the grid sets train.testLimit), in [0, 1]",
   attackedCleanAccuracy: "clean accuracy of the attacked test inputs (the first attack.n of the split)",
   "robust:NORM:ATTACK:eps=E": "robust accuracy under ATTACK with radius E in NORM (input units: pixels in [0, 1], or embedding units)",
   "zeroGradient:NORM:ATTACK:eps=E": "fraction of attacked inputs whose loss gradient was exactly zero (gradient masking where > 0)",

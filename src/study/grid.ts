@@ -18,6 +18,8 @@ const TrainSettings = z
     epochs: positiveInt.max(1000).default(2),
     /** Training examples (the first of the training split); null = all. */
     trainSize: positiveInt.nullable().default(null),
+    /** Test examples behind the clean accuracy (the first of the held-out split); null = all, as a study's results should be. */
+    testLimit: positiveInt.nullable().default(null),
     batch: positiveInt.max(4096).default(32),
     lr: z.number().positive().max(1).default(2e-3),
   })

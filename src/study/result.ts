@@ -36,7 +36,7 @@ export const RunResultSchema = z.strictObject({
   jasminNorm: z.string(),
   reduce: z.string(),
   seed: z.number().int(),
-  /** Test accuracy on the whole held-out test split after the last epoch, in [0, 1]. */
+  /** Test accuracy on the held-out test split (all of it unless the grid's train.testLimit) after the last epoch, in [0, 1]. */
   cleanAccuracy: z.number(),
   /** Held-out test examples behind cleanAccuracy. */
   testExamples: z.number().int(),

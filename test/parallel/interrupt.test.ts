@@ -36,7 +36,7 @@ test("SIGINT to train --workers 2 after its first checkpoint: it exits at once, 
   const out = join(tempDir("attnlip-sigint-"), "run");
   const child = spawn(
     process.execPath,
-    [bin, "train", "--data", "mnist", "--model", "vit-micro", "--limit", "2000", "--test-limit", "100", "--epochs", "50", "--batch", "32", "--out", out, "--workers", "2", "--progress", "lines"],
+    [bin, "train", "--data", "mnist", "--model", "vit-micro", "--limit", "640", "--test-limit", "100", "--epochs", "50", "--batch", "32", "--out", out, "--workers", "2", "--progress", "lines"],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let stdout = "";

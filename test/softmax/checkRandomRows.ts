@@ -7,10 +7,10 @@ const within = (a: number, b: number) => Math.abs(a - b) <= 1e-10 * Math.abs(b) 
 const atMost = (a: number, b: number) => a <= b || within(a, b);
 
 /**
- * Rows per sweep file: 600 by default (1,200 over the two files, a few seconds each), the
+ * Rows per sweep file: 500 by default (1,000 over the two files, a few seconds each), the
  * full 5,000 (10,000 in all) when ATTNLIP_FULL_SWEEPS=1 (README: Tests).
  */
-export const SWEEP_ROWS = process.env.ATTNLIP_FULL_SWEEPS === "1" ? 5000 : 600;
+export const SWEEP_ROWS = process.env.ATTNLIP_FULL_SWEEPS === "1" ? 5000 : 500;
 
 /** The property test: exact sigma against the eigensolver, and the bound chain. */
 export function checkRandomRows(count: number, seed: number): void {
