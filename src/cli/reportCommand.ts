@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { InputError } from "../util/errors.ts";
+import { checkOutPath } from "../io/outPath.ts";
 
 interface ReportFlags {
   out?: string;
@@ -34,6 +35,8 @@ export function reportCommand(): Command {
       if (flags.out === undefined)
         throw new InputError(`report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`);
       const out = flags.out;
+      // Before any work: an --out that cannot be written is refused now, not after the charts.
+      checkOutPath(out, "file", "--out", "report");
       const { isStudyFolder } = await import("./studyRun.ts");
       if (isStudyFolder(runA)) {
         if (runB !== undefined) throw new InputError(`report: ${runA} is a study folder: report it alone (its runs are already compared inside)`);

@@ -111,19 +111,6 @@ function gridFromFlags(f: StudyFlags): Record<string, unknown> {
 
 const nonEmpty = (o: Record<string, unknown>) => (Object.keys(o).length > 0 ? o : undefined);
 
-/** The config file's object with the flags' fields laid over it (one level deep for train, analyze, attack). */
-function mergeGrid(config: Record<string, unknown>, flags: Record<string, unknown>): Record<string, unknown> {
-  const merged: Record<string, unknown> = { ...config };
-  for (const [k, v] of Object.entries(flags)) {
-    const base = config[k];
-    merged[k] =
-      typeof v === "object" && v !== null && !Array.isArray(v) && typeof base === "object" && base !== null && !Array.isArray(base)
-        ? { ...base, ...v }
-        : v;
-  }
-  return merged;
-}
-
 function readConfig(path: string): Record<string, unknown> {
   let text: string;
   try {
@@ -194,24 +181,14 @@ export function studyCommand(): Command {
         console.log(`aggregated ${summary.finished} finished run(s)${summary.unfinished.length > 0 ? ` (${summary.unfinished.length} unfinished left out)` : ""} into ${out}/study.json and study.csv`);
         return;
       }
-      const { parseStudyGrid, parseShard } = await import("../study/grid.ts");
+      const { mergeGridInput, parseShard } = await import("../study/grid.ts");
       const shard = flags.shard !== undefined ? parseShard(flags.shard) : undefined;
       const fromFlags = gridFromFlags(flags);
       const gridGiven = flags.config !== undefined || Object.keys(fromFlags).length > 0;
-      const grid = gridGiven
-        ? parseStudyGrid(mergeGrid(flags.config !== undefined ? readConfig(flags.config) : {}, fromFlags), flags.config !== undefined ? `study: --config ${flags.config}` : "study")
-        : undefined;
+      const grid = gridGiven ? mergeGridInput(flags.config !== undefined ? readConfig(flags.config) : {}, fromFlags) : undefined;
       const workers = resolveWorkers(flags.workers, "study");
-      const summary = await runStudy({ out, grid: grid ?? (await defaultGridUnlessContinued(out, parseStudyGrid)), shard, backend: flags.backend ?? "wasm", workers });
+      const where = flags.config !== undefined ? `study: --config ${flags.config}` : "study";
+      const summary = await runStudy({ out, grid, where, shard, backend: flags.backend ?? "wasm", workers });
       console.log(studyTable(summary));
     });
-}
-
-/** No grid flags: continue the folder's own study, or start the default grid in a new folder. */
-async function defaultGridUnlessContinued(
-  out: string,
-  parse: (value: unknown, where: string) => import("../study/grid.ts").StudyGrid,
-): Promise<import("../study/grid.ts").StudyGrid | undefined> {
-  const { savedGrid } = await import("./studyRun.ts");
-  return (await savedGrid(out)) === null ? parse({}, "study") : undefined;
 }

@@ -1,13 +1,13 @@
 import { existsSync } from "node:fs";
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
 import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath } from "../io/outPath.ts";
-import { parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
 import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "../study/aggregate.ts";
-import { expandGrid, GRID_FILE, parseStudyGrid, shardRuns, type StudyGrid } from "../study/grid.ts";
+import { expandGrid, GRID_FILE, gridDifference, mergeGridInput, parseStudyGrid, readGridFile, shardRuns, type StudyGrid } from "../study/grid.ts";
+import { preflightGrid } from "../study/preflight.ts";
 import { readRunResult } from "../study/result.ts";
 import { runStudyRun } from "./studyRunOne.ts";
 
@@ -15,8 +15,14 @@ import { runStudyRun } from "./studyRunOne.ts";
 export interface StudyOptions {
   /** The study folder: study-grid.json, runs/ID/ per run, study.json and study.csv. */
   out: string;
-  /** The grid; undefined = the one saved in OUT (continuing a study). */
-  grid?: StudyGrid;
+  /**
+   * The grid as given (a --config file's object and the flags laid over it, defaults not yet
+   * filled in); undefined = the one saved in OUT (continuing a study) or, in a new folder,
+   * the default grid. Continuing a folder, the given fields must agree with its saved grid.
+   */
+  grid?: Record<string, unknown>;
+  /** How the grid was given, for messages ["study"]. */
+  where?: string;
   /** Run only shard k of n (every n-th run from the k-th; 1-based). */
   shard?: { k: number; n: number };
   backend: BackendName;
@@ -29,27 +35,12 @@ export interface StudyOptions {
 }
 
 /**
- * The grid a study folder holds, or null when it has none yet.
+ * The grid a study folder holds, or null when it has none yet (study/grid.ts readGridFile).
  *
  * @throws InputError when study-grid.json is not a valid grid.
  */
 export async function savedGrid(dir: string): Promise<StudyGrid | null> {
-  const path = join(dir, GRID_FILE);
-  if (!existsSync(path)) return null;
-  let value: unknown;
-  try {
-    value = parseJsonStrict(await readFile(path, "utf8"));
-  } catch (e) {
-    throw new InputError(`study: ${path}: ${(e as Error).message}`);
-  }
-  return parseStudyGrid(value, `study: ${path}`);
-}
-
-/** The first top-level field where two grids differ, with both values. */
-function firstDifference(a: StudyGrid, b: StudyGrid): string | null {
-  for (const key of Object.keys(a) as (keyof StudyGrid)[])
-    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) return `${key}: ${JSON.stringify(a[key])} there, ${JSON.stringify(b[key])} here`;
-  return null;
+  return readGridFile(dir);
 }
 
 /**
@@ -72,15 +63,21 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   checkOutPath(options.out, "folder", "OUT", "study");
   const out = resolve(options.out);
   const saved = await savedGrid(out);
-  if (saved !== null && options.grid !== undefined) {
-    const diff = firstDifference(saved, options.grid);
-    if (diff !== null)
-      throw new InputError(
-        `study: ${out} holds a study with another grid (${diff}); continue it without grid flags, or choose another folder`,
-      );
+  const where = options.where ?? "study";
+  let grid: StudyGrid;
+  if (saved !== null) {
+    // Only what was given is compared: the rest stays as the folder's grid has it.
+    if (options.grid !== undefined) {
+      const diff = gridDifference(saved, parseStudyGrid(mergeGridInput(saved, options.grid), where));
+      if (diff !== null)
+        throw new InputError(`study: ${out} holds a study with another grid (${diff}); continue it without grid flags, or choose another folder`);
+    }
+    grid = saved;
+  } else {
+    grid = parseStudyGrid(options.grid ?? {}, where);
+    // Before the grid is saved: a folder must not keep a grid whose runs cannot start.
+    await preflightGrid(grid);
   }
-  const grid = saved ?? options.grid;
-  if (grid === undefined) throw new InputError(`study: ${out} holds no study (${GRID_FILE}); give the grid with flags or --config`);
   const all = expandGrid(grid);
   const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
   await mkdir(join(out, RUNS_FOLDER), { recursive: true });

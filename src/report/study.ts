@@ -1,7 +1,7 @@
 import type { TopLevelSpec } from "vega-lite";
 import { METRIC_NOTES, type StudyGroup, type StudySummary } from "../study/aggregate.ts";
-import { formatDifference, formatInterval } from "../study/table.ts";
-import { escapeHtml, figure, page, section, table } from "./html.ts";
+import { formatDifference, formatInterval, unfinishedNote } from "../study/table.ts";
+import { escapeHtml, figure, page, section, table, warning } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
 
 /**
@@ -71,7 +71,7 @@ export function lambdaSpec(group: StudyGroup, metrics: Drawn[]): TopLevelSpec {
   return {
     columns: 3,
     concat: drawn.map((m) => {
-      const y = { type: "quantitative", title: null, scale: { zero: false }, axis: m.percent ? { format: ".1%" } : { format: "~g" } };
+      const y = { type: "quantitative", title: null, scale: { zero: false }, axis: m.percent ? { format: ".1%" } : { format: ".3~s" } };
       return {
         title: { text: m.title, fontSize: 12 },
         data: { values: rows.filter((r) => r.metric === m.title) },
@@ -143,7 +143,8 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
   const title = options.title ?? "attnlip study: JaSMin lambda against accuracy, robustness and Lipschitz constants";
   const parts: string[] = [
     `<h1>${escapeHtml(title)}</h1>`,
-    `<p class="runs">${summary.finished} finished run(s)${options.dir !== undefined ? ` in <code>${escapeHtml(options.dir)}</code>` : ""}${summary.unfinished.length > 0 ? `; ${summary.unfinished.length} unfinished run(s) not included` : ""}.</p>`,
+    `<p class="runs">${summary.finished} finished run(s)${options.dir !== undefined ? ` in <code>${escapeHtml(options.dir)}</code>` : ""}.</p>`,
+    ...(unfinishedNote(summary) !== null ? [warning(unfinishedNote(summary)!.replace(/^note: /, ""))] : []),
     `<div class="howto"><strong>How to read this report.</strong> Each run trains, analyses and attacks one model; runs with the same settings and different seeds are combined: the mean over seeds with a 95% confidence interval from Student's t distribution (bars). A paired difference compares each lambda with lambda 0 <em>for the same seed</em>; its interval excluding 0 is what "lower" or "higher" means in the tables, and "no clear change" means the study cannot tell the difference from seed-to-seed noise. Robust accuracies are under APGD (or the attacks named) on the first test inputs of each run's held-out split; the true network constant is the exact spectral norm of the input Jacobian (median over the analysed inputs).</div>`,
   ];
   if (summary.groups.length === 0) parts.push(`<p class="na">Not available: no finished runs yet.</p>`);
@@ -154,6 +155,7 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
     const body = [
       `<p>${escapeHtml(`${g.data}, ${g.model}, JaSMin ${g.jasminNorm} / ${g.reduce}; seeds ${seedsOf(g).join(", ")}; lambdas ${g.lambdas.map((l) => l.lambda).join(", ")}`)}</p>`,
       g.verdict.length > 0 ? `<p><strong>Verdict on the paper's claims</strong> (paired differences from λ = 0; "holds" means the 95% interval excludes 0 in the claimed direction):</p><ul>${g.verdict.map((v) => `<li>${escapeHtml(v)}</li>`).join("")}</ul>` : "",
+      g.lambdas.some((l) => l.lambda === 0) ? "" : warning("this group has no lambda 0, so there are no paired differences and no verdict"),
       groupTable(g, metrics),
       figure(`${id}-lambda`, await renderVegaLite(lambdaSpec(g, metrics), `${id}-lambda`), "Each metric against the JaSMin weight lambda: mean over seeds (point) and 95% Student-t interval (bar). Each panel has its own scale."),
       robust.length > 0

@@ -5,6 +5,7 @@ import { InputError } from "../util/errors.ts";
 import { readRunResult, type RunResult } from "./result.ts";
 import { meanInterval, pairedDifference, type MeanInterval } from "./statistics.ts";
 import { verdictLines } from "./verdict.ts";
+import { expandGrid, readGridFile } from "./grid.ts";
 
 /**
  * A study's runs combined: per group of runs that differ only in lambda and seed (same data,
@@ -43,9 +44,12 @@ export interface StudyGroup {
 export interface StudySummary {
   format: "attnlip-study";
   version: 1;
-  /** Finished runs combined (result.json present) and the runs folders seen without one. */
+  /** Finished runs combined (result.json present). */
   finished: number;
+  /** Runs not finished: those of the grid without a result (not started, running or stopped), and run folders without one. */
   unfinished: string[];
+  /** Runs in the study's grid (study-grid.json), or null when the folder has none. */
+  planned: number | null;
   /** What each metric name means. */
   metricNotes: Record<string, string>;
   groups: StudyGroup[];
@@ -97,7 +101,7 @@ export function runMetrics(r: RunResult): RunMetrics {
  *
  * @example aggregateResults([run0seed0, run0seed1, run1seed0, run1seed1]).groups[0].lambdas[1].difference!.cleanAccuracy
  */
-export function aggregateResults(results: readonly RunResult[], unfinished: readonly string[] = []): StudySummary {
+export function aggregateResults(results: readonly RunResult[], unfinished: readonly string[] = [], planned: number | null = null): StudySummary {
   const groups = new Map<string, RunResult[]>();
   for (const r of results) {
     const key = JSON.stringify([r.data, r.model, r.jasminNorm, r.reduce]);
@@ -130,29 +134,33 @@ export function aggregateResults(results: readonly RunResult[], unfinished: read
     };
     out.push({ ...group, verdict: verdictLines({ ...group, verdict: [] }) });
   }
-  return { format: "attnlip-study", version: 1, finished: results.length, unfinished: [...unfinished], metricNotes: METRIC_NOTES, groups: out };
+  return { format: "attnlip-study", version: 1, finished: results.length, unfinished: [...unfinished], planned, metricNotes: METRIC_NOTES, groups: out };
 }
 
 /** The runs folder of a study. */
 export const RUNS_FOLDER = "runs";
 
 /**
- * Reads every finished run under STUDY/runs/ (result.json) and aggregates them.
+ * Reads every finished run under STUDY/runs/ (result.json) and aggregates them; the runs of
+ * the grid (study-grid.json) without a result are listed as unfinished, started or not.
  *
- * @throws InputError when DIR has no runs folder or a result.json is malformed.
+ * @throws InputError when DIR has no runs folder, or study-grid.json or a result.json is malformed.
  * @example const summary = await aggregateStudy("study"); summary.finished // 12
  */
 export async function aggregateStudy(dir: string): Promise<StudySummary> {
   const runsDir = join(dir, RUNS_FOLDER);
   if (!existsSync(runsDir)) throw new InputError(`study: ${dir}: no ${RUNS_FOLDER}/ folder: not a study folder (attnlip study writes one)`);
+  const grid = readGridFile(dir);
+  const planned = grid === null ? null : expandGrid(grid).map((r) => r.id);
   const results: RunResult[] = [];
   const unfinished: string[] = [];
-  for (const name of readdirSync(runsDir).sort()) {
+  const names = [...new Set([...(planned ?? []), ...readdirSync(runsDir)])].sort();
+  for (const name of names) {
     const r = await readRunResult(join(runsDir, name));
     if (r === null) unfinished.push(name);
     else results.push(r);
   }
-  return aggregateResults(results, unfinished);
+  return aggregateResults(results, unfinished, planned === null ? null : planned.length);
 }
 
 const cell = (x: number | null | undefined) => (x === null || x === undefined ? "" : x);

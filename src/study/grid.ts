@@ -1,4 +1,7 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { z } from "zod";
+import { parseJsonStrict } from "../io/strictJson.ts";
 import { JASMIN_MAX_LAMBDA, JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import { attackNames } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
@@ -57,8 +60,11 @@ export const StudyGridSchema = z
   .object({
     data: z.array(z.string().min(1)).min(1).default(["mnist"]),
     model: z.array(z.string().min(1)).min(1).default(["vit-tiny"]),
-    lambdas: z.array(z.number().min(0).max(JASMIN_MAX_LAMBDA)).min(1).default([0, 0.1]),
-    seeds: z.array(z.number().int().min(0).max(2 ** 31 - 1)).min(1).default([0, 1, 2]),
+    lambdas: z
+      .array(z.number().min(0, "must be >= 0").max(JASMIN_MAX_LAMBDA, `must be at most ${JASMIN_MAX_LAMBDA} (beyond it the penalty drowns the cross-entropy in float32)`))
+      .min(1)
+      .default([0, 0.1]),
+    seeds: z.array(z.number().int("must be an integer").min(0, "must be >= 0").max(2 ** 31 - 1, "must be below 2^31")).min(1).default([0, 1, 2]),
     jasminNorm: z.array(z.enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]])).min(1).default(["top2"]),
     reduce: z.array(z.enum(JASMIN_REDUCTIONS as [JasminReduce, ...JasminReduce[]])).min(1).default(["max-log"]),
     train: TrainSettings.default(TrainSettings.parse({})),
@@ -69,6 +75,24 @@ export const StudyGridSchema = z
 
 /** The file in a study folder that holds the grid it was started with. */
 export const GRID_FILE = "study-grid.json";
+
+/**
+ * The grid a study folder was started with (DIR/study-grid.json), or null when it has none.
+ *
+ * @throws InputError when the file is not valid JSON or not a valid grid.
+ * @example readGridFile("runs/study")?.lambdas // [0, 0.1]
+ */
+export function readGridFile(dir: string): StudyGrid | null {
+  const path = join(dir, GRID_FILE);
+  if (!existsSync(path)) return null;
+  let value: unknown;
+  try {
+    value = parseJsonStrict(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new InputError(`study: ${path}: ${(e as Error).message}`);
+  }
+  return parseStudyGrid(value, `study: ${path}`);
+}
 
 /** A study's grid with every default filled in. */
 export type StudyGrid = z.output<typeof StudyGridSchema>;
@@ -87,30 +111,106 @@ export interface StudyRun {
   seed: number;
 }
 
+/** The command-line flag of each grid field, for messages (the config file uses the field names). */
+export const GRID_FLAGS: Record<string, string> = {
+  data: "--data",
+  model: "--model",
+  lambdas: "--lambdas",
+  seeds: "--seeds",
+  jasminNorm: "--jasmin-norm",
+  reduce: "--jasmin-reduce",
+  "train.epochs": "--epochs",
+  "train.trainSize": "--train-size",
+  "train.testLimit": "--test-limit",
+  "train.batch": "--batch",
+  "train.lr": "--lr",
+  "analyze.n": "--analyze-n",
+  "analyze.iterations": "--iterations",
+  "attack.n": "--attack-n",
+  "attack.attacks": "--attack",
+  "attack.linf": "--eps-linf",
+  "attack.l2": "--eps-l2",
+  "attack.steps": "--steps",
+  "attack.restarts": "--restarts",
+};
+
+/** "lambdas (--lambdas)" for a field path, or the path alone when it has no flag. */
+function named(path: readonly PropertyKey[]): string {
+  const field = path.filter((p) => typeof p === "string").join(".");
+  const flag = GRID_FLAGS[field];
+  const at = path.length > 0 ? path.join(".") : "(root)";
+  return flag === undefined ? at : `${at} (${flag})`;
+}
+
 /**
- * Validates a grid (a parsed `--config` file or the flags' object), fills in the defaults and
- * checks what the schema cannot: every attack is registered, no axis repeats a value.
+ * Validates a grid (a parsed `--config` file, the flags' object, or both merged), fills in the
+ * defaults and checks what the schema cannot: every attack is registered, no axis and no
+ * radius list repeats a value. Lambdas and seeds are sorted (their order does not change the
+ * runs).
  *
- * @throws InputError naming `where` and the field, e.g. `study: --config grid.json: lambdas.1: ...`.
- * @example parseStudyGrid({ lambdas: [0, 0.1], seeds: [0, 1] }, "study").seeds // [0, 1]
+ * @throws InputError naming `where`, the field and its flag, e.g. `study: lambdas.1 (--lambdas): ...`.
+ * @example parseStudyGrid({ lambdas: [0.1, 0], seeds: [0, 1] }, "study").lambdas // [0, 0.1]
  */
 export function parseStudyGrid(value: unknown, where: string): StudyGrid {
   const result = StudyGridSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const at = issue.path.length > 0 ? issue.path.join(".") : "(root)";
-    throw new InputError(`${where}: ${at}: ${issue.message}`);
+    throw new InputError(`${where}: ${named(issue.path)}: ${issue.message}`);
   }
   const grid = result.data;
   const known = attackNames();
   for (const a of grid.attack.attacks)
-    if (!known.includes(a)) throw new InputError(`${where}: attack.attacks: unknown attack "${a}" (expected one of ${known.join(", ")})`);
-  for (const axis of ["data", "model", "lambdas", "seeds", "jasminNorm", "reduce"] as const) {
-    const values = grid[axis] as readonly unknown[];
-    const repeated = values.find((v, i) => values.indexOf(v) !== i);
-    if (repeated !== undefined) throw new InputError(`${where}: ${axis}: ${JSON.stringify(repeated)} is listed twice`);
+    if (!known.includes(a)) throw new InputError(`${where}: attack.attacks (--attack): unknown attack "${a}" (expected one of ${known.join(", ")})`);
+  const lists: [string, readonly unknown[] | null][] = [
+    ...(["data", "model", "lambdas", "seeds", "jasminNorm", "reduce"] as const).map((a): [string, readonly unknown[]] => [a, grid[a]]),
+    ["attack.linf", grid.attack.linf],
+    ["attack.l2", grid.attack.l2],
+    ["attack.attacks", grid.attack.attacks],
+  ];
+  for (const [field, values] of lists) {
+    const repeated = values?.find((v, i) => values.indexOf(v) !== i);
+    if (repeated !== undefined) throw new InputError(`${where}: ${named(field.split("."))}: ${JSON.stringify(repeated)} is listed twice`);
   }
-  return grid;
+  return { ...grid, lambdas: [...grid.lambdas].sort((a, b) => a - b), seeds: [...grid.seeds].sort((a, b) => a - b) };
+}
+
+/**
+ * A grid input with another laid over it: top-level fields replaced, and the settings objects
+ * (train, analyze, attack) merged field by field.
+ *
+ * @example mergeGridInput({ attack: { n: 500, steps: 20 } }, { attack: { steps: 10 } }) // { attack: { n: 500, steps: 10 } }
+ */
+export function mergeGridInput(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = base[k];
+    merged[k] =
+      typeof v === "object" && v !== null && !Array.isArray(v) && typeof b === "object" && b !== null && !Array.isArray(b) ? { ...b, ...v } : v;
+  }
+  return merged;
+}
+
+/**
+ * The first setting where two grids differ, as "attack.steps (--steps): 20 there, 10 here";
+ * an axis is compared as a set (its order does not change the runs); null when they agree.
+ *
+ * @example gridDifference(a, { ...a, attack: { ...a.attack, steps: 10 } }) // "attack.steps (--steps): 20 there, 10 here"
+ */
+export function gridDifference(there: StudyGrid, here: StudyGrid): string | null {
+  const axes = new Set(["data", "model", "lambdas", "seeds", "jasminNorm", "reduce"]);
+  const walk = (a: unknown, b: unknown, path: string[]): string | null => {
+    if (typeof a === "object" && a !== null && !Array.isArray(a) && typeof b === "object" && b !== null && !Array.isArray(b)) {
+      for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+        const d = walk((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], [...path, k]);
+        if (d !== null) return d;
+      }
+      return null;
+    }
+    const norm = (v: unknown) => (Array.isArray(v) && axes.has(path.join(".")) ? JSON.stringify([...v].map(String).sort()) : JSON.stringify(v));
+    if (norm(a) === norm(b)) return null;
+    return `${named(path)}: ${JSON.stringify(a)} there, ${JSON.stringify(b)} here`;
+  };
+  return walk(there, here, []);
 }
 
 /** A data spec or model name as a folder-name part: letters, digits, '.', '-' kept; the rest '-'. */

@@ -48,6 +48,18 @@ export function formatDifference(d: MeanInterval | null | undefined, percent: bo
 }
 
 /**
+ * A line when some runs of the grid are not finished (not started, running or stopped): the
+ * statistics cover the finished runs only. Null when every run is finished.
+ *
+ * @example unfinishedNote({ finished: 3, planned: 6, unfinished: ["a", "b", "c"] } as StudySummary)
+ */
+export function unfinishedNote(summary: StudySummary): string | null {
+  if (summary.unfinished.length === 0) return null;
+  const of = summary.planned !== null ? ` of the grid's ${summary.planned}` : "";
+  return `note: ${summary.unfinished.length} run(s)${of} are not finished (not started, running or stopped): the statistics cover the ${summary.finished} finished run(s) only`;
+}
+
+/**
  * The printed study: per group, one row per shown metric, one column per lambda (mean ± the
  * 95% interval's half-width over seeds) and one per nonzero lambda with the paired difference
  * against lambda 0 (same seed), its interval and verdict.
@@ -55,11 +67,17 @@ export function formatDifference(d: MeanInterval | null | undefined, percent: bo
  * @example console.log(studyTable(await aggregateStudy("study")))
  */
 export function studyTable(summary: StudySummary): string {
-  if (summary.groups.length === 0) return "no finished runs yet";
   const parts: string[] = [];
+  const note = unfinishedNote(summary);
+  if (summary.groups.length === 0) return ["no finished runs yet", note].filter((s) => s !== null).join("\n");
+  if (note !== null) parts.push(note);
   for (const g of summary.groups) {
-    const seeds = [...new Set(g.lambdas.flatMap((l) => l.seeds))].length;
-    parts.push(`${g.data}, ${g.model}, JaSMin ${g.jasminNorm}/${g.reduce}: ${seeds} seed(s); mean ± 95% half-width (accuracies in %, points); Δ = paired difference from lambda 0 [95% interval]`);
+    const seeds = g.lambdas.map((l) => l.seeds.length);
+    const seedText = Math.min(...seeds) === Math.max(...seeds) ? `${seeds[0]} seed(s) per lambda` : `seeds per lambda: ${g.lambdas.map((l) => `${l.lambda}: ${l.seeds.length}`).join(", ")}`;
+    const control = g.lambdas.some((l) => l.lambda === 0)
+      ? "Δ = paired difference from lambda 0 [95% interval]"
+      : "no lambda 0 in this group: no paired differences";
+    parts.push(`${g.data}, ${g.model}, JaSMin ${g.jasminNorm}/${g.reduce}: ${seedText}; mean ± 95% half-width (accuracies in %, points); ${control}`);
     const diffs = g.lambdas.filter((l) => l.difference !== undefined);
     const head = ["", ...g.lambdas.map((l) => `lambda ${l.lambda}`), ...diffs.map((l) => `Δ lambda ${l.lambda}`)];
     const rows = shownMetrics(g).map((m) => [

@@ -79,7 +79,7 @@ export function verdictLines(group: StudyGroup): string[] {
     const parts = [
       holds.length > 0 ? `holds at ${holds.join(", ")}` : null,
       fails.length > 0 ? `the opposite at ${fails.join(", ")}` : null,
-      unclear.length > 0 ? `not distinguishable from noise at ${unclear.length === mine.length ? "every lambda" : unclear.join(", ")}` : null,
+      unclear.length > 0 ? `cannot be told from seed-to-seed noise at ${unclear.join(", ")}` : null,
     ].filter((p) => p !== null);
     lines.push(`${text}: ${parts.join("; ")} (${mine.length} paired comparison(s) with lambda 0, 95% intervals over seeds)`);
   };

@@ -16,6 +16,16 @@ test("the grid expands in axis order with unique folder names, and defaults fill
   assert.deepEqual(runs.map((r) => r.index), [...runs.keys()]);
 });
 
+test("grids are compared field by field, axes as sets: the first difference is named with its flag", async () => {
+  const { gridDifference, mergeGridInput } = await import("../../src/study/grid.ts");
+  const a = parseStudyGrid({ seeds: [2, 0, 1], attack: { steps: 20 } }, "t");
+  assert.deepEqual(a.seeds, [0, 1, 2]);
+  assert.equal(gridDifference(a, parseStudyGrid(mergeGridInput(a, { seeds: [1, 2, 0] }), "t")), null);
+  assert.equal(gridDifference(a, parseStudyGrid(mergeGridInput(a, { attack: { steps: 10 } }), "t")), "attack.steps (--steps): 20 there, 10 here");
+  assert.equal(gridDifference(a, parseStudyGrid(mergeGridInput(a, { model: ["vit-micro"] }), "t")), 'model (--model): ["vit-tiny"] there, ["vit-micro"] here');
+  assert.deepEqual(mergeGridInput({ attack: { n: 500, steps: 20 } }, { attack: { steps: 10 } }), { attack: { n: 500, steps: 10 } });
+});
+
 test("shards k/n cover the grid exactly once for every n, and bad shards are refused", () => {
   const runs = expandGrid(parseStudyGrid({ lambdas: [0, 0.01, 0.1, 1], seeds: [0, 1, 2] }, "t"));
   for (let n = 1; n <= 13; n++) {
@@ -29,10 +39,12 @@ test("shards k/n cover the grid exactly once for every n, and bad shards are ref
 });
 
 test("a bad grid is refused naming the field: unknown attack, repeated value, wrong type, unknown field", () => {
-  assert.throws(() => parseStudyGrid({ attack: { attacks: ["cw"] } }, "study"), /study: attack\.attacks: unknown attack "cw" \(expected one of .*apgd/);
-  assert.throws(() => parseStudyGrid({ seeds: [0, 0] }, "study"), /study: seeds: 0 is listed twice/);
-  assert.throws(() => parseStudyGrid({ lambdas: [-1] }, "study"), /study: lambdas\.0: /);
+  assert.throws(() => parseStudyGrid({ attack: { attacks: ["cw"] } }, "study"), /study: attack\.attacks \(--attack\): unknown attack "cw" \(expected one of .*apgd/);
+  assert.throws(() => parseStudyGrid({ seeds: [0, 0] }, "study"), /study: seeds \(--seeds\): 0 is listed twice/);
+  assert.throws(() => parseStudyGrid({ attack: { linf: [0.05, 0.05] } }, "study"), /study: attack\.linf \(--eps-linf\): 0\.05 is listed twice/);
+  assert.throws(() => parseStudyGrid({ lambdas: [-1] }, "study"), /study: lambdas\.0 \(--lambdas\): must be >= 0/);
+  assert.throws(() => parseStudyGrid({ lambdas: [1e7] }, "study"), /study: lambdas\.0 \(--lambdas\): must be at most 1000000 \(beyond it/);
   assert.throws(() => parseStudyGrid({ train: { epoch: 3 } }, "study"), /study: train: .*epoch/);
-  assert.throws(() => parseStudyGrid({ seeds: "0,1" }, "study"), /study: seeds: /);
+  assert.throws(() => parseStudyGrid({ seeds: "0,1" }, "study"), /study: seeds \(--seeds\): Invalid input: expected array/);
   assert.throws(() => expandGrid(parseStudyGrid({ data: ["csv:a b.csv", "csv:a_b.csv"] }, "t")), /two runs of the grid would share the folder/);
 });

@@ -93,7 +93,7 @@ test("aggregation on a toy grid: per lambda mean and interval over seeds, paired
   assert.equal(row[11], "3");
 });
 
-test("the paper's claims are checked per lambda: holds, the opposite, or not distinguishable from noise", () => {
+test("the paper's claims are checked per lambda: holds, the opposite, or cannot be told from noise", () => {
   const runs = [0, 1, 2].flatMap((seed) => [
     toyRun(0, seed, 0.9, 10 + seed, 0.5),
     // lambda 1: the true constant 2 lower at every seed (clear); robust accuracy 10 points lower (clear, the opposite).
@@ -110,8 +110,8 @@ test("the paper's claims are checked per lambda: holds, the opposite, or not dis
   assert.equal(at(1, "robustness").holds, false);
   assert.equal(at(2, "lipschitz").holds, null);
   assert.deepEqual(group.verdict, [
-    "JaSMin lowers the true network Lipschitz constant: holds at lambda 1; not distinguishable from noise at lambda 2 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
-    "JaSMin raises robust accuracy: the opposite at lambda 1 linf:apgd:eps=0.1; not distinguishable from noise at lambda 2 linf:apgd:eps=0.1 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
+    "JaSMin lowers the true network Lipschitz constant: holds at lambda 1; cannot be told from seed-to-seed noise at lambda 2 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
+    "JaSMin raises robust accuracy: the opposite at lambda 1 linf:apgd:eps=0.1; cannot be told from seed-to-seed noise at lambda 2 linf:apgd:eps=0.1 (2 paired comparison(s) with lambda 0, 95% intervals over seeds)",
   ]);
   assert.equal(direction(meanInterval([1])), "one seed");
 });

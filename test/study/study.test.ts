@@ -83,6 +83,9 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   await exited;
   assert.ok(existsSync(join(killed, "runs", RUNS[0].id, "result.json")), "the first run finished before the kill");
   assert.ok(!existsSync(join(killed, "runs", RUNS[3].id, "result.json")), "the kill came mid-study");
+  const partial = await runAttnlipHere(["study", "--aggregate", killed]);
+  assert.equal(partial.code, 0, partial.stderr);
+  assert.match(partial.stdout, /note: [1-3] run\(s\) of the grid's 4 are not finished \(not started, running or stopped\): the statistics cover the [1-3] finished run\(s\) only/);
   const firstWritten = statSync(join(killed, "runs", RUNS[0].id, "result.json")).mtimeMs;
   const rerun = runAttnlip(["study", killed, "--workers", "1"], { timeoutMs: 120_000 });
   assert.equal(rerun.code, 0, rerun.stderr);
@@ -95,7 +98,10 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   // Another grid in the same folder is refused; --aggregate combines what is there.
   const other = await runAttnlipHere(["study", killed, ...FLAGS.slice(0, -2), "--steps", "4"]);
   assert.equal(other.code, 2);
-  assert.match(other.stderr, /^attnlip: study: .* holds a study with another grid \(attack: .*"steps":3.* there, .*"steps":4.* here\); continue it without grid flags, or choose another folder\n$/);
+  assert.match(other.stderr, /^attnlip: study: .* holds a study with another grid \(attack\.steps \(--steps\): 3 there, 4 here\); continue it without grid flags, or choose another folder\n$/);
+  // Giving some of the grid's own flags again (seeds in another order) continues it.
+  const same = await runAttnlipHere(["study", killed, "--seeds", "1,0", "--model", "vit-micro"]);
+  assert.equal(same.code, 0, same.stderr);
   const agg = await runAttnlipHere(["study", "--aggregate", killed]);
   assert.equal(agg.code, 0, agg.stderr);
   assert.match(agg.stdout, /aggregated 4 finished run\(s\) into/);
@@ -107,11 +113,19 @@ test("study: bad input exits 2 with one line naming the flag, before any work", 
     [["study"], /study: give the study folder/],
     [["study", join(dir, "s"), "--shard", "5/4"], /study: --shard: must be k\/n with 1 <= k <= n .*got "5\/4"/],
     [["study", join(dir, "s"), "--lambdas", "0,abc"], /study: --lambdas: must be a comma-separated list of finite numbers >= 0, got "0,abc"/],
-    [["study", join(dir, "s"), "--attack", "cw"], /study: attack\.attacks: unknown attack "cw"/],
+    [["study", join(dir, "s"), "--attack", "cw"], /study: attack\.attacks \(--attack\): unknown attack "cw"/],
     [["study", join(dir, "s"), "--config", join(dir, "none.json")], /study: --config: cannot read .*none\.json \(ENOENT\)/],
     [["study", "--aggregate", dir], /study: .*: no runs\/ folder: not a study folder/],
     [["study", "--aggregate", dir, "--seeds", "1"], /study: --seeds cannot be given with --aggregate/],
-    [["study", join(dir, "s"), "--seeds", "0,0"], /study: seeds: 0 is listed twice/],
+    [["study", join(dir, "s"), "--seeds", "0,0"], /study: seeds \(--seeds\): 0 is listed twice/],
+    // Refused before the grid is saved: a folder never keeps a grid whose runs cannot start.
+    [["study", join(dir, "s"), "--model", "vit-nope"], /study: --model: "vit-nope" is neither a model preset \(vit-micro, vit-tiny, text-tiny\) nor a Hugging Face folder/],
+    [["study", join(dir, "s"), "--data", "mnist,nope"], /study: --data: expected mnist \| .*, got "nope"/],
+    [["study", join(dir, "s"), "--data", "idx:/nonexistent-folder"], /study: --data: "idx:\/nonexistent-folder": \/nonexistent-folder does not exist/],
+    [["study", join(dir, "s"), "--data", "spam", "--model", "vit-micro"], /study: --model vit-micro reads image data, but --data spam is text data/],
+    [["study", join(dir, "s"), "--eps-linf", "0,2"], /study: --eps-linf: 2 is out of range \(at most 1, the width of the pixel range \[0, 1\] of mnist/],
+    [["study", join(dir, "s"), "--eps-l2", "29"], /study: --eps-l2: 29 is out of range \(at most 28, the l_2 diameter of 28x28x1 images/],
+    [["study", join(dir, "s"), "--attack-n", "8", "--test-limit", "5"], /study: --attack-n 8 is more than --test-limit 5/],
   ];
   for (const [args, message] of cases) {
     const r = await runAttnlipHere(args);
