@@ -170,7 +170,7 @@ const COMMITTED_STUDIES = { text: "study-spam.json", image: "study-mnist.json" }
 
 /**
  * What the demo says about the committed study beside its own single-seed numbers: the study
- * of its own task when one is committed (docs/results/study-mnist.json for images,
+ * of its own task when one is committed (study-mnist.json in docs/results/ for images,
  * study-spam.json for text), else the other task's, said to be another task; null when none is
  * committed.
  *
