@@ -69,17 +69,19 @@ export function verdictLines(group: StudyGroup): string[] {
   const say = (claim: ClaimCheck["claim"], text: string) => {
     const mine = checks.filter((c) => c.claim === claim);
     if (mine.length === 0) return;
-    const where = (h: boolean | null) =>
-      mine
-        .filter((c) => c.holds === h)
-        .map((c) => (claim === "lipschitz" ? `lambda ${c.lambda}` : `lambda ${c.lambda} ${c.metric.replace(/^robust:/, "")}`));
-    const holds = where(true);
-    const fails = where(false);
-    const unclear = where(null);
+    const label = (c: ClaimCheck) => (claim === "lipschitz" ? `lambda ${c.lambda}` : `lambda ${c.lambda} ${c.metric.replace(/^robust:/, "")}`);
+    const holds = mine.filter((c) => c.holds === true).map(label);
+    const fails = mine.filter((c) => c.holds === false).map(label);
+    // A difference of exactly 0 at every seed (e.g. robust accuracy 0% for every run: the
+    // attack breaks every input) carries no information either way: said apart from noise.
+    const equal = (c: ClaimCheck) => c.difference.mean === 0 && c.difference.sd === 0;
+    const unclear = mine.filter((c) => c.holds === null && !equal(c)).map(label);
+    const same = mine.filter((c) => c.holds === null && equal(c)).map(label);
     const parts = [
       holds.length > 0 ? `holds at ${holds.join(", ")}` : null,
       fails.length > 0 ? `the opposite at ${fails.join(", ")}` : null,
       unclear.length > 0 ? `cannot be told from seed-to-seed noise at ${unclear.join(", ")}` : null,
+      same.length > 0 ? `no information at ${same.join(", ")} (the same value at every seed with and without JaSMin)` : null,
     ].filter((p) => p !== null);
     lines.push(`${text}: ${parts.join("; ")} (${mine.length} paired comparison(s) with lambda 0, 95% intervals over seeds)`);
   };

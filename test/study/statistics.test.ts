@@ -115,3 +115,9 @@ test("the paper's claims are checked per lambda: holds, the opposite, or cannot 
   ]);
   assert.equal(direction(meanInterval([1])), "one seed");
 });
+
+test("a metric at the same value for every seed with and without JaSMin (robust accuracy 0% everywhere) is reported as no information, not as noise", () => {
+  const runs = [0, 1].flatMap((seed) => [toyRun(0, seed, 0.9, 10 + seed, 0), toyRun(1, seed, 0.9, 10 + seed * 2, 0)]);
+  const [, robust] = aggregateResults(runs).groups[0].verdict;
+  assert.match(robust, /^JaSMin raises robust accuracy: no information at lambda 1 linf:apgd:eps=0\.1 \(the same value at every seed with and without JaSMin\)/);
+});
