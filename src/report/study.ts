@@ -54,6 +54,17 @@ function metricRows(group: StudyGroup, metrics: Drawn[]) {
   );
 }
 
+/** A panel title in lines of at most about 30 characters (long titles would widen the columns past 800 px). */
+function wrapTitle(title: string, width = 30): string[] {
+  const lines: string[] = [];
+  for (const word of title.split(" ")) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + 1 + word.length <= width) lines[lines.length - 1] = `${last} ${word}`;
+    else lines.push(word);
+  }
+  return lines;
+}
+
 /** The network bound variants drawn against lambda (the table lists every variant). */
 const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov"]);
 
@@ -69,13 +80,14 @@ export function lambdaSpec(group: StudyGroup, metrics: Drawn[]): TopLevelSpec {
   const x = { field: "lambda", type: "ordinal", sort: lambdas, title: "JaSMin lambda", axis: { labelAngle: 0 } };
   const drawn = metrics.filter((m) => !m.name.startsWith("networkRatio:") || DRAWN_VARIANTS.has(m.name.split(":")[1]));
   return {
-    columns: 3,
+    // Two columns: the page fits 800 px.
+    columns: 2,
     concat: drawn.map((m) => {
       const y = { type: "quantitative", title: null, scale: { zero: false }, axis: m.percent ? { format: ".1%" } : { format: ".3~s" } };
       return {
-        title: { text: m.title, fontSize: 12 },
+        title: { text: wrapTitle(m.title), fontSize: 12 },
         data: { values: rows.filter((r) => r.metric === m.title) },
-        width: 230,
+        width: 200,
         height: 140,
         layer: [
           { mark: { type: "rule", strokeWidth: 1.5, color: "#4c78a8" }, encoding: { x, y: { ...y, field: "low" }, y2: { field: "high" } } },
@@ -100,7 +112,8 @@ export function cleanRobustSpec(group: StudyGroup, robust: Drawn[]): TopLevelSpe
     }),
   );
   const lambdas = group.lambdas.map((l) => String(l.lambda));
-  const colour = { field: "lambda", type: "ordinal", sort: lambdas, title: "JaSMin lambda", scale: { scheme: "viridis" } };
+  // The legend below the panels: two panels and a legend at the side would not fit 800 px.
+  const colour = { field: "lambda", type: "ordinal", sort: lambdas, title: "JaSMin lambda", scale: { scheme: "viridis" }, legend: { orient: "bottom" } };
   const x = { field: "clean", type: "quantitative", title: "clean accuracy", axis: { format: ".1%" }, scale: { zero: false } };
   const y = { field: "robust", type: "quantitative", title: "robust accuracy", axis: { format: ".1%" }, scale: { zero: false } };
   return {
@@ -108,8 +121,8 @@ export function cleanRobustSpec(group: StudyGroup, robust: Drawn[]): TopLevelSpe
     concat: robust.map((m) => ({
       title: { text: m.title, fontSize: 12 },
       data: { values: rows.filter((r) => r.metric === m.title) },
-      width: 300,
-      height: 200,
+      width: 220,
+      height: 180,
       layer: [
         { mark: { type: "rule" }, encoding: { x: { ...x, field: "cleanLow" }, x2: { field: "cleanHigh" }, y, color: colour } },
         { mark: { type: "rule" }, encoding: { x, y: { ...y, field: "robustLow" }, y2: { field: "robustHigh" }, color: colour } },
