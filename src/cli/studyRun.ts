@@ -35,15 +35,6 @@ export interface StudyOptions {
 }
 
 /**
- * The grid a study folder holds, or null when it has none yet (study/grid.ts readGridFile).
- *
- * @throws InputError when study-grid.json is not a valid grid.
- */
-export async function savedGrid(dir: string): Promise<StudyGrid | null> {
-  return readGridFile(dir);
-}
-
-/**
  * Runs a study: every run of the grid (or of one shard of it) trained, analysed and attacked
  * into OUT/runs/ID/ ({@link runStudyRun}), one after the other, each stage with `workers`
  * threads; then aggregates every finished run of the folder into OUT/study.json and
@@ -62,7 +53,7 @@ export async function savedGrid(dir: string): Promise<StudyGrid | null> {
 export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   checkOutPath(options.out, "folder", "OUT", "study");
   const out = resolve(options.out);
-  const saved = await savedGrid(out);
+  const saved = readGridFile(out);
   const where = options.where ?? "study";
   let grid: StudyGrid;
   if (saved !== null) {

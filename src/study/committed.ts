@@ -1,7 +1,6 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { z } from "zod";
-import { parseJsonStrict } from "../io/strictJson.ts";
-import { InputError } from "../util/errors.ts";
+import { readJsonFile, validated } from "./jsonFile.ts";
 import type { StudySummary } from "./aggregate.ts";
 
 /**
@@ -38,18 +37,7 @@ export type CommittedStudy = z.output<typeof CommittedStudySchema> & { summary: 
  */
 export function readCommittedStudy(path: string): CommittedStudy | null {
   if (!existsSync(path)) return null;
-  let value: unknown;
-  try {
-    value = parseJsonStrict(readFileSync(path, "utf8"));
-  } catch (e) {
-    throw new InputError(`${path}: ${(e as Error).message}`);
-  }
-  const parsed = CommittedStudySchema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new InputError(`${path}: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
-  }
-  return parsed.data as CommittedStudy;
+  return validated(CommittedStudySchema, readJsonFile(path, ""), path) as CommittedStudy;
 }
 
 /**

@@ -1,7 +1,7 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { parseJsonStrict } from "../io/strictJson.ts";
+import { readJsonFile } from "./jsonFile.ts";
 import { JASMIN_MAX_LAMBDA, JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import { attackNames } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
@@ -85,13 +85,7 @@ export const GRID_FILE = "study-grid.json";
 export function readGridFile(dir: string): StudyGrid | null {
   const path = join(dir, GRID_FILE);
   if (!existsSync(path)) return null;
-  let value: unknown;
-  try {
-    value = parseJsonStrict(readFileSync(path, "utf8"));
-  } catch (e) {
-    throw new InputError(`study: ${path}: ${(e as Error).message}`);
-  }
-  return parseStudyGrid(value, `study: ${path}`);
+  return parseStudyGrid(readJsonFile(path, "study: "), `study: ${path}`);
 }
 
 /** A study's grid with every default filled in. */

@@ -1,12 +1,11 @@
 import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { mean } from "simple-statistics";
 import { z } from "zod";
 import { AttackFileSchema } from "../robustness/attackFile.ts";
 import { TrainStateSchema } from "../train/checkpoint.ts";
 import { InputError } from "../util/errors.ts";
-import { parseJsonStrict } from "../io/strictJson.ts";
+import { readJsonFile, validated } from "./jsonFile.ts";
 import type { StudyRun } from "./grid.ts";
 
 /** A finished run's figures, in STUDY/runs/ID/result.json (written last: present = finished). */
@@ -66,23 +65,6 @@ export const RunResultSchema = z.strictObject({
 /** A finished run's figures ({@link RunResultSchema}). */
 export type RunResult = z.output<typeof RunResultSchema>;
 
-async function readJson(path: string): Promise<unknown> {
-  try {
-    return parseJsonStrict(await readFile(path, "utf8"));
-  } catch (e) {
-    throw new InputError(`study: ${path}: ${(e as Error).message}`);
-  }
-}
-
-function parsed<T extends z.ZodType>(schema: T, value: unknown, path: string): z.output<T> {
-  const result = schema.safeParse(value);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    throw new InputError(`study: ${path}: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
-  }
-  return result.data;
-}
-
 /**
  * A run's result.json, or null when the run has not finished (no such file).
  *
@@ -91,7 +73,7 @@ function parsed<T extends z.ZodType>(schema: T, value: unknown, path: string): z
 export async function readRunResult(dir: string): Promise<RunResult | null> {
   const path = join(dir, RESULT_FILE);
   if (!existsSync(path)) return null;
-  return parsed(RunResultSchema, await readJson(path), path);
+  return validated(RunResultSchema, readJsonFile(path, "study: "), `study: ${path}`);
 }
 
 const SummaryStat = z.looseObject({ median: z.number() });
@@ -119,17 +101,17 @@ const ratioMedians = (l: z.output<typeof LayerSummary>) =>
  */
 export async function summarizeRunFolder(run: StudyRun, dir: string): Promise<RunResult> {
   const statePath = join(dir, "train_state.json");
-  const state = parsed(TrainStateSchema, await readJson(statePath), statePath);
+  const state = validated(TrainStateSchema, readJsonFile(statePath, "study: "), `study: ${statePath}`);
   const last = state.history.at(-1);
   if (last === undefined || last.testAccuracy === null)
     throw new InputError(`study: ${statePath}: no completed epoch with a test accuracy`);
   const analysisPath = join(dir, "analysis.json");
-  const analysis = parsed(AnalysisPart, await readJson(analysisPath), analysisPath);
+  const analysis = validated(AnalysisPart, readJsonFile(analysisPath, "study: "), `study: ${analysisPath}`);
   const blockNames = Object.keys(analysis.summary)
     .filter((k) => /^block\.\d+$/.test(k))
     .sort((a, b) => Number(a.slice(6)) - Number(b.slice(6)));
-  const blocks = blockNames.map((k) => parsed(LayerSummary, analysis.summary[k], `${analysisPath} summary.${k}`));
-  const network = parsed(LayerSummary, analysis.summary.network, `${analysisPath} summary.network`);
+  const blocks = blockNames.map((k) => validated(LayerSummary, analysis.summary[k], `study: ${analysisPath} summary.${k}`));
+  const network = validated(LayerSummary, analysis.summary.network, `study: ${analysisPath} summary.network`);
   const floor = analysis.summary.compositionFloor as { floor?: { median?: number } } | null | undefined;
   const robust: RunResult["robust"] = [];
   let attacked = 0;
@@ -137,7 +119,7 @@ export async function summarizeRunFolder(run: StudyRun, dir: string): Promise<Ru
   let attackSeconds = 0;
   for (const norm of ["linf", "l2"] as const) {
     const path = join(dir, `attack-${norm}.json`);
-    const doc = parsed(AttackFileSchema, await readJson(path), path);
+    const doc = validated(AttackFileSchema, readJsonFile(path, "study: "), `study: ${path}`);
     attacked = doc.n ?? 0;
     attackedClean = doc.cleanAccuracy ?? NaN;
     attackSeconds += doc.seconds ?? 0;

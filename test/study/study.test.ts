@@ -28,7 +28,6 @@ const GRID = parseStudyGrid(
 const RUNS = expandGrid(GRID);
 
 const result = (dir: string, id: string) => JSON.parse(readFileSync(join(dir, "runs", id, "result.json"), "utf8")) as RunResult;
-const killedPlaceholder = () => tempDir("attnlip-other-");
 const withoutSeconds = ({ seconds: _, ...r }: RunResult) => r;
 
 test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every run and aggregates them; a kill mid-study loses nothing and the rerun gives the same results", async () => {
@@ -59,7 +58,7 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   for (const chart of ["group-0-lambda", "group-0-clean-robust"]) assert.match(page, new RegExp(`data-chart="${chart}"[^>]*>\\n<svg`));
   assert.match(page, /Δ λ = 0\.5 − 0 \[95% CI\]/);
   assert.doesNotMatch(page, /<script|https?:\/\//);
-  const both = await runAttnlipHere(["report", whole, killedPlaceholder(), "--out", html]);
+  const both = await runAttnlipHere(["report", whole, tempDir("attnlip-other-"), "--out", html]);
   assert.equal(both.code, 2);
   assert.match(both.stderr, /report: .* is a study folder: report it alone/);
 
