@@ -5,6 +5,7 @@ import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
 import { firstFlagIssue, numberFlag, numberListFlag, resolveWorkers } from "./flags.ts";
+import { EPOCHS } from "./trainCommand.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 interface RawStudyOptions {
@@ -73,7 +74,7 @@ const StudyFlagsSchema = z.object({
   seeds: numberListFlag({ integer: true, min: 0 }).optional(),
   jasminNorm: list.optional(),
   jasminReduce: list.optional(),
-  epochs: positive.optional(),
+  epochs: numberFlag(EPOCHS).optional(),
   trainSize: positive.optional(),
   testLimit: positive.optional(),
   batch: positive.optional(),

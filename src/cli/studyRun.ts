@@ -74,6 +74,8 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   await mkdir(join(out, RUNS_FOLDER), { recursive: true });
   if (saved === null) await writeJsonAtomically(join(out, GRID_FILE), grid);
   await useBackend(options.backend);
+  // Every finished run's result.json is read before the first line: a damaged one stops the study at once.
+  const finished = await Promise.all(runs.map((run) => readRunResult(join(out, RUNS_FOLDER, run.id))));
   const progress = options.progress ?? ((line: string) => console.error(line));
   const log = options.log ?? ((line: string) => console.log(line));
   const started = performance.now();
@@ -82,7 +84,7 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
   for (const [i, run] of runs.entries()) {
     const dir = join(out, RUNS_FOLDER, run.id);
-    if ((await readRunResult(dir)) !== null) {
+    if (finished[i] !== null) {
       progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
       continue;
     }

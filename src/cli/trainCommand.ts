@@ -107,7 +107,7 @@ const LAMBDA: NumberRule = {
 };
 
 /** Epochs: the learning-rate schedule counts steps over all of them, so they must stay countable. */
-const EPOCHS: NumberRule = { integer: true, min: 1, max: 100000 };
+export const EPOCHS: NumberRule = { integer: true, min: 1, max: 100000 };
 
 /** The peak learning rate when --lr is not given (train/setup.ts's default, and the help text's). */
 const DEFAULT_LR = 0.002;

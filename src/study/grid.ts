@@ -18,7 +18,8 @@ const positiveInt = z.number().int().min(1);
 /** How each run is trained. */
 const TrainSettings = z
   .object({
-    epochs: positiveInt.max(1000).default(2),
+    // The same limit as train --epochs (cli/trainCommand.ts EPOCHS).
+    epochs: positiveInt.max(100000).default(2),
     /** Training examples (the first of the training split); null = all. */
     trainSize: positiveInt.nullable().default(null),
     /** Test examples behind the clean accuracy (the first of the held-out split); null = all, as a study's results should be. */

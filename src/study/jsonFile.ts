@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
-import { parseJsonStrict } from "../io/strictJson.ts";
+import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
 
 /**
@@ -13,14 +13,22 @@ import { InputError } from "../util/errors.ts";
  * A JSON file's value.
  *
  * @param prefix put before the path in messages, e.g. "study: ".
- * @throws InputError `PREFIX PATH: WHY` when the file cannot be read or is not strict JSON.
+ * @throws InputError `PREFIX PATH: not valid JSON (WHY)` (or the repeated key), or `PREFIX cannot
+ *   read PATH (CODE)`.
  * @example readJsonFile("runs/study/study-grid.json", "study: ")
  */
 export function readJsonFile(path: string, prefix: string): unknown {
+  let text: string;
   try {
-    return parseJsonStrict(readFileSync(path, "utf8"));
+    text = readFileSync(path, "utf8");
   } catch (e) {
-    throw new InputError(`${prefix}${path}: ${(e as Error).message}`);
+    throw new InputError(`${prefix}cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    return parseJsonStrict(text);
+  } catch (e) {
+    // A repeated key says so itself; any other parse error is worded as for --config.
+    throw new InputError(`${prefix}${path}: ${e instanceof DuplicateKeyError ? e.message : `not valid JSON (${(e as Error).message})`}`);
   }
 }
 

@@ -73,7 +73,13 @@ export type RunResult = z.output<typeof RunResultSchema>;
 export async function readRunResult(dir: string): Promise<RunResult | null> {
   const path = join(dir, RESULT_FILE);
   if (!existsSync(path)) return null;
-  return validated(RunResultSchema, readJsonFile(path, "study: "), `study: ${path}`);
+  try {
+    return validated(RunResultSchema, readJsonFile(path, "study: "), `study: ${path}`);
+  } catch (e) {
+    // result.json is written atomically: a broken one was damaged from outside; the run's files rebuild it.
+    if (e instanceof InputError) throw new InputError(`${e.message}; remove it to rebuild the run's result from its files`);
+    throw e;
+  }
 }
 
 const SummaryStat = z.looseObject({ median: z.number() });

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runStudy } from "../../src/cli/studyRun.ts";
@@ -104,6 +104,11 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   const agg = await runAttnlipHere(["study", "--aggregate", killed]);
   assert.equal(agg.code, 0, agg.stderr);
   assert.match(agg.stdout, /aggregated 4 finished run\(s\) into/);
+  // A result.json damaged from outside stops a rerun at once, with one line that says how to rebuild it.
+  writeFileSync(join(killed, "runs", RUNS[3].id, "result.json"), '{"format": "attnlip-study-run", "ver');
+  const damaged = await runAttnlipHere(["study", killed]);
+  assert.equal(damaged.code, 2);
+  assert.match(damaged.stderr, /^attnlip: study: .*result\.json: not valid JSON \(.*\); remove it to rebuild the run's result from its files\n$/);
 });
 
 test("study: bad input exits 2 with one line naming the flag, before any work", async () => {
@@ -111,6 +116,7 @@ test("study: bad input exits 2 with one line naming the flag, before any work", 
   const cases: [string[], RegExp][] = [
     [["study"], /study: give the study folder/],
     [["study", join(dir, "s"), "--shard", "5/4"], /study: --shard: must be k\/n with 1 <= k <= n .*got "5\/4"/],
+    [["study", join(dir, "s"), "--epochs", "abc"], /study: --epochs: must be an integer from 1 to 100000, got "abc"/],
     [["study", join(dir, "s"), "--lambdas", "0,abc"], /study: --lambdas: must be a comma-separated list of finite numbers >= 0, got "0,abc"/],
     [["study", join(dir, "s"), "--attack", "cw"], /study: attack\.attacks \(--attack\): unknown attack "cw"/],
     [["study", join(dir, "s"), "--config", join(dir, "none.json")], /study: --config: cannot read .*none\.json \(ENOENT\)/],
