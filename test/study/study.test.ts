@@ -34,7 +34,15 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   // Uninterrupted, in this process.
   const whole = join(tempDir("attnlip-study-"), "study");
   const lines: string[] = [];
-  const summary = await runStudy({ out: whole, grid: GRID, backend: "wasm", workers: 1, progress: (l) => lines.push(l), log: () => {} });
+  // The stages print their tables on stdout: kept out of the test runner's own report stream.
+  const write = process.stdout.write;
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  let summary: Awaited<ReturnType<typeof runStudy>>;
+  try {
+    summary = await runStudy({ out: whole, grid: GRID, backend: "wasm", workers: 1, progress: (l) => lines.push(l), log: () => {} });
+  } finally {
+    process.stdout.write = write;
+  }
   assert.equal(summary.finished, 4);
   assert.match(lines.join("\n"), /run 2\/4 mnist_vit-micro_lambda0_top2_max-log_seed1 done in .*left for 2 run\(s\)/);
   for (const run of RUNS) {
