@@ -1,0 +1,39 @@
+// study's refusals of bad input, in a file of their own: they run the CLI in this process
+// (runAttnlipHere takes over stdout while it runs), which must not overlap another test's
+// report in the same file.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { runAttnlipHere } from "../helpers/cli.ts";
+import { tempDir } from "../train/helpers.ts";
+
+test("study: bad input exits 2 with one line naming the flag, before any work", async () => {
+  const dir = tempDir("attnlip-study-bad-");
+  const cases: [string[], RegExp][] = [
+    [["study"], /study: give the study folder/],
+    [["study", join(dir, "s"), "--shard", "5/4"], /study: --shard: must be k\/n with 1 <= k <= n .*got "5\/4"/],
+    [["study", join(dir, "s"), "--epochs", "abc"], /study: --epochs: must be an integer from 1 to 100000, got "abc"/],
+    [["study", join(dir, "s"), "--lambdas", "0,abc"], /study: --lambdas: must be a comma-separated list of finite numbers >= 0, got "0,abc"/],
+    [["study", join(dir, "s"), "--attack", "cw"], /study: attack\.attacks \(--attack\): unknown attack "cw"/],
+    [["study", join(dir, "s"), "--config", join(dir, "none.json")], /study: --config: cannot read .*none\.json \(ENOENT\)/],
+    [["study", "--aggregate", dir], /study: .*: no runs\/ folder: not a study folder/],
+    [["study", "--aggregate", dir, "--seeds", "1"], /study: --seeds cannot be given with --aggregate/],
+    [["study", join(dir, "s"), "--seeds", "0,0"], /study: seeds \(--seeds\): 0 is listed twice/],
+    // Refused before the grid is saved: a folder never keeps a grid whose runs cannot start.
+    [["study", join(dir, "s"), "--model", "vit-nope"], /study: --model: "vit-nope" is neither a model preset \(vit-micro, vit-tiny, text-tiny\) nor a Hugging Face folder/],
+    [["study", join(dir, "s"), "--data", "mnist,nope"], /study: --data: expected mnist \| .*, got "nope"/],
+    [["study", join(dir, "s"), "--data", "idx:/nonexistent-folder"], /study: --data: "idx:\/nonexistent-folder": \/nonexistent-folder does not exist/],
+    [["study", join(dir, "s"), "--data", "spam", "--model", "vit-micro"], /study: --model vit-micro reads image data, but --data spam is text data/],
+    [["study", join(dir, "s"), "--eps-linf", "0,2"], /study: --eps-linf: 2 is out of range \(at most 1, the width of the pixel range \[0, 1\] of mnist/],
+    [["study", join(dir, "s"), "--eps-l2", "29"], /study: --eps-l2: 29 is out of range \(at most 28, the l_2 diameter of 28x28x1 images/],
+    [["study", join(dir, "s"), "--attack-n", "8", "--test-limit", "5"], /study: --attack-n 8 is more than --test-limit 5/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runAttnlipHere(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+    assert.match(r.stderr, message);
+  }
+  assert.ok(!existsSync(join(dir, "s")), "nothing written");
+});
