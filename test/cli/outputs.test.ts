@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import { checkImageEps } from "../../src/robustness/modelInputs/index.ts";
 import { checkOutPath } from "../../src/io/outPath.ts";
 import { InputError } from "../../src/util/errors.ts";
+import { runAttnlipHere } from "../helpers/cli.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "attnlip-outputs-"));
@@ -42,7 +43,7 @@ test("analyze on a checkpoint writes CHECKPOINT/analysis.json and .csv by defaul
   assert.ok(existsSync(join(ck, "analysis.json")), "analysis.json in the checkpoint folder");
   assert.ok(existsSync(join(ck, "analysis.csv")), "analysis.csv in the checkpoint folder");
   assert.match(analyzed.stdout, new RegExp(`wrote ${join(ck, "analysis.json").replace(/[.\\]/g, "\\$&")} and `));
-  const report = await attnlip(["report", ck, "--out", join(dir, "report.html")]);
+  const report = await runAttnlipHere(["report", ck, "--out", join(dir, "report.html")]);
   assert.equal(report.code, 0, report.stderr);
   assert.ok(existsSync(join(dir, "report.html")));
 });
@@ -82,16 +83,16 @@ test("an --out that cannot be written is refused before the work, naming the fla
     [["train", "--out", join(afile, "run"), "--limit", "8"], /^attnlip: train: --out: cannot create .*: .*afile is a file, not a folder$/],
     [["demo", "--quick", "--out", join(afile, "demo")], /^attnlip: demo: --out: cannot create .*: .*afile is a file, not a folder$/],
   ];
-  const results = await Promise.all(cases.map(([args]) => attnlip(args)));
-  results.forEach((r, i) => {
-    const [args, pattern] = cases[i];
+  // In this process (runAttnlipHere): every case is refused before any work starts.
+  for (const [args, pattern] of cases) {
+    const r = await runAttnlipHere(args);
     const what = args.join(" ");
     assert.equal(r.code, 2, `${what}: exit ${r.code}, stderr ${r.stderr}`);
     const lines = r.stderr.trim().split("\n");
     assert.equal(lines.length, 1, `${what}: ${r.stderr}`);
     assert.match(lines[0], pattern, what);
     assert.doesNotMatch(r.stdout, /attacking|analyzing|epoch|training/, `${what}: no work started`);
-  });
+  }
   // The check itself: nothing is created, and a writable place passes.
   checkOutPath(join(dir, "new", "deeper", "attack.json"), "file", "--out", "attack");
   checkOutPath(join(dir, "new-folder"), "folder", "--out", "analyze");

@@ -17,29 +17,29 @@ test("sigma --json prints exactly the documented object for one row", () => {
   assert.equal(out.half, 0.5);
 });
 
-test("sigma prints a table with ratios to sigma", () => {
-  const r = runAttnlip(["sigma", "0.5,0.3,0.2"]);
+test("sigma prints a table with ratios to sigma", async () => {
+  const r = await runAttnlipHere(["sigma", "0.5,0.3,0.2"]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /sigma \(exact\)\s*│ 0\.388102/);
   assert.match(r.stdout, /sigmaTop2\s*│ 0\.4\s*│ 1\.03066/);
 });
 
-test("sigma --logits applies a stable softmax, also at magnitude 1e3", () => {
-  const r = runAttnlip(["sigma", "--logits", "1000,-1000,999", "--json"]);
+test("sigma --logits applies a stable softmax, also at magnitude 1e3", async () => {
+  const r = await runAttnlipHere(["sigma", "--logits", "1000,-1000,999", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   const a = 1 / (1 + Math.exp(-1));
   assert.ok(Math.abs(out.sigma - 2 * a * (1 - a)) < 1e-12, `got ${out.sigma}`);
-  const neg = runAttnlip(["sigma", "--logits", "-1,2,3", "--json"]);
+  const neg = await runAttnlipHere(["sigma", "--logits", "-1,2,3", "--json"]);
   assert.equal(neg.code, 0, neg.stderr);
   assert.ok(JSON.parse(neg.stdout).sigma > 0);
 });
 
-test("sigma --file summarises many rows from CSV and JSON", () => {
+test("sigma --file summarises many rows from CSV and JSON", async () => {
   const dir = mkdtempSync(join(tmpdir(), "attnlip-sigma-"));
   const csv = join(dir, "rows.csv");
   writeFileSync(csv, "\ufeff0.5,0.3,0.2\r\n\r\n0.7,0.3\r\n# a comment\n1,0,0\n");
-  const r = runAttnlip(["sigma", "--file", csv, "--json"]);
+  const r = await runAttnlipHere(["sigma", "--file", csv, "--json"]);
   assert.equal(r.code, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.equal(out.rows, 3);
@@ -47,7 +47,7 @@ test("sigma --file summarises many rows from CSV and JSON", () => {
   assert.ok(Math.abs(out.summary.sigma.max - 0.42) < 1e-12);
   const json = join(dir, "rows.json");
   writeFileSync(json, JSON.stringify([[0.25, 0.25, 0.25, 0.25], [0.97, 0.01, 0.01, 0.01]]));
-  const t = runAttnlip(["sigma", "--file", json]);
+  const t = await runAttnlipHere(["sigma", "--file", json]);
   assert.equal(t.code, 0, t.stderr);
   assert.match(t.stdout, /2 rows/);
   assert.match(t.stdout, /median ratio/);
@@ -74,9 +74,11 @@ const badCases: [string, string[], RegExp][] = [
   ["mistyped command, with the suggestion", ["analyse"], /^attnlip: unknown command 'analyse' \(Did you mean analyze\?\)$/],
 ];
 
-for (const [name, args, message] of badCases) {
-  test(`bad input exits 2 with one line: ${name}`, () => {
-    const r = runAttnlip(args);
+// The first case runs as its own process, as a user would; the others in this process
+// (runAttnlipHere), which gives the same exit code and streams without a start-up each.
+for (const [k, [name, args, message]] of badCases.entries()) {
+  test(`bad input exits 2 with one line: ${name}`, async () => {
+    const r = k === 0 ? runAttnlip(args) : await runAttnlipHere(args);
     assert.equal(r.code, 2, `exit code for ${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stdout, "");
     const lines = r.stderr.trim().split("\n");
@@ -115,8 +117,8 @@ test("help and version exit 0", () => {
   assert.match(runAttnlip(["--version"]).stdout, /\d+\.\d+\.\d+/);
 });
 
-test("--normalize survives sums that overflow", () => {
-  const r = runAttnlip(["sigma", "1e308,1e308", "--normalize", "--json"]);
+test("--normalize survives sums that overflow", async () => {
+  const r = await runAttnlipHere(["sigma", "1e308,1e308", "--normalize", "--json"]);
   assert.equal(r.code, 0, r.stderr);
   assert.equal(JSON.parse(r.stdout).sigma, 0.5);
 });

@@ -5,10 +5,8 @@
 // images and text, and check the refusals.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
 import { useBackend } from "../../src/backend.ts";
 import { runAnalyze } from "../../src/cli/analyzeRun.ts";
 import { loadDataset } from "../../src/data/dataset.ts";
@@ -22,9 +20,9 @@ import { train } from "../../src/train/trainer.ts";
 import { QUIET, tempDir } from "../train/helpers.ts";
 import { sha256Parts } from "../helpers/sha256Parts.ts";
 import { tinyText, wordPair } from "../helpers/tinyText.ts";
+import { runAttnlipHere } from "../helpers/cli.ts";
 
 await useBackend("wasm");
-const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 
 const overlap = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   const s = new Set(Array.from(a));
@@ -207,8 +205,8 @@ test("a checkpoint whose data changed since training is refused by analyze and a
     ["analyze", out, "--n", "2", "--no-head-truth", "--no-block-truth"],
     ["attack", out, "--n", "2", "--eps", "0"],
   ]) {
-    const r = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8" });
-    assert.equal(r.status, 2, r.stderr);
+    const r = await runAttnlipHere(args);
+    assert.equal(r.code, 2, r.stderr);
     const lines = r.stderr.trim().split("\n");
     assert.equal(lines.length, 1, r.stderr);
     assert.match(
@@ -318,13 +316,14 @@ async function trainText(spec: string, out: string) {
 }
 
 /** The CLI's analyze on a checkpoint, run in `cwd`: exit status, stdout, stderr lines. */
-function analyzeCli(cwd: string, checkpoint: string, ...args: string[]) {
-  const r = spawnSync(
-    process.execPath,
-    [bin, "analyze", checkpoint, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(cwd, "analysis"), ...args],
-    { encoding: "utf8", cwd },
+// In this process (runAttnlipHere): the refusals come before any work, and a new process's
+// start-up would cost more than the analysis.
+async function analyzeCli(cwd: string, checkpoint: string, ...args: string[]) {
+  const r = await runAttnlipHere(
+    ["analyze", checkpoint, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(cwd, "analysis"), ...args],
+    { cwd },
   );
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr.trim().split("\n").filter((l) => l !== "") };
+  return { status: r.code, stdout: r.stdout, stderr: r.stderr.trim().split("\n").filter((l) => l !== "") };
 }
 
 // Issue: `train --data csv:/tmp/td/cp1252.csv --seed 5`, then `analyze --data
@@ -379,7 +378,7 @@ test("a text checkpoint's own data is known by content: every spelling of its pa
 
   // The newcomer's way: trained with a relative path, run from another folder with the
   // absolute one. The line says it is the checkpoint's held-out split.
-  const r = analyzeCli(join(dir, "elsewhere"), out, "--data", `csv:${dir}/./d.csv`);
+  const r = await analyzeCli(join(dir, "elsewhere"), out, "--data", `csv:${dir}/./d.csv`);
   assert.equal(r.status, 0, r.stderr.join("\n"));
   assert.match(
     r.stdout,
@@ -430,16 +429,14 @@ test("a data file edited since training (labels unchanged) is refused by analyze
     [dir, [], file],
     [dir, ["--data", "csv:./d.csv"], "./d.csv"],
   ] as const) {
-    const r = analyzeCli(cwd, out, ...args);
+    const r = await analyzeCli(cwd, out, ...args);
     assert.equal(r.status, 2, r.stderr.join("\n"));
     assert.deepEqual(r.stderr, [
       `attnlip: analyze: the data file ${name} changed since training (content ${now.slice(0, 23)}…, train_state.json records ${recorded.slice(0, 23)}…); which of its examples the checkpoint was trained on is unknown, so it is refused`,
     ]);
   }
-  const attack = spawnSync(process.execPath, [bin, "attack", out, "--n", "2", "--eps", "0", "--out", join(dir, "a.json")], {
-    encoding: "utf8",
-  });
-  assert.equal(attack.status, 2);
+  const attack = await runAttnlipHere(["attack", out, "--n", "2", "--eps", "0", "--out", join(dir, "a.json")]);
+  assert.equal(attack.code, 2);
   assert.match(attack.stderr.trim(), /^attnlip: attack: the data file .*d\.csv changed since training \(content /);
   await assert.rejects(train({ ...QUIET, resume: out, epochs: 2 }), {
     name: "InputError",
@@ -466,7 +463,7 @@ test("a train_state.json with wrong split sizes or only one split digest is refu
     const edited = structuredClone(state);
     edit(edited);
     writeFileSync(path, JSON.stringify(edited));
-    const r = analyzeCli(dir, out);
+    const r = await analyzeCli(dir, out);
     assert.equal(r.status, 2, r.stderr.join("\n"));
     assert.equal(r.stderr.length, 1, r.stderr.join("\n"));
     assert.match(r.stderr[0], message);
@@ -486,7 +483,7 @@ test("embedded data: a checkpoint records the set's content digest, and another 
   const chosen = await imageEvaluationSplit({ who: "analyze", data: "mnist", trained: { ...state.data, seed: 2 }, seed: 0, n: 4 });
   assert.equal(chosen.info.contentChecked, true);
   writeFileSync(path, JSON.stringify({ ...state, data: { ...state.data, contentDigest: "sha256:" + "0".repeat(64) } }));
-  const r = spawnSync(process.execPath, [bin, "analyze", out, "--n", "2", "--no-head-truth", "--no-block-truth"], { encoding: "utf8" });
-  assert.equal(r.status, 2, r.stderr);
+  const r = await runAttnlipHere(["analyze", out, "--n", "2", "--no-head-truth", "--no-block-truth"]);
+  assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr.trim(), /^attnlip: analyze: the embedded data set mnist changed since training \(content sha256:[0-9a-f]{16}…, train_state\.json records sha256:0{16}…\)/);
 });

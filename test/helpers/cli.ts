@@ -17,21 +17,35 @@ export function runAttnlip(args: string[], options: { cwd?: string; timeoutMs?: 
 /**
  * Runs the CLI in this process, without the start-up of a new one (about 2 s each): for inputs
  * the CLI refuses before doing any work. process.stdout / process.stderr writes (console
- * included) are captured while it runs.
+ * included) are captured while it runs; `cwd` is the working directory during the run.
  */
-export async function runAttnlipHere(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+export async function runAttnlipHere(
+  args: string[],
+  options: { cwd?: string } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   const { runCli } = await import("../../src/cli/program.ts");
   let stdout = "";
   let stderr = "";
   const writeOut = process.stdout.write;
   const writeErr = process.stderr.write;
-  process.stdout.write = ((chunk: string | Uint8Array) => ((stdout += String(chunk)), true)) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+  // Only strings are captured: the CLI writes strings, while node:test sends this file's results
+  // to the runner as Buffers on this process's stdout, which must pass through untouched (or a
+  // report line of a neighbouring test would be lost).
+  const capture = (stream: NodeJS.WriteStream, write: typeof process.stdout.write, add: (s: string) => void) =>
+    ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      if (typeof chunk === "string") return add(chunk), true;
+      return (write as (...a: unknown[]) => boolean).call(stream, chunk, ...rest);
+    }) as typeof process.stdout.write;
+  process.stdout.write = capture(process.stdout, writeOut, (s) => (stdout += s));
+  process.stderr.write = capture(process.stderr, writeErr, (s) => (stderr += s));
+  const cwd = process.cwd();
   try {
+    if (options.cwd !== undefined) process.chdir(options.cwd);
     const code = await runCli([process.execPath, "attnlip", ...args]);
     return { code, stdout, stderr };
   } finally {
     process.stdout.write = writeOut;
     process.stderr.write = writeErr;
+    process.chdir(cwd);
   }
 }

@@ -7,7 +7,7 @@ import { tf, useBackend } from "../../src/backend.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { analyze } from "../../src/analysis/analyze.ts";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 // Cases a newcomer found by hand: each must end with exit 2 and one line, or a clear message.
 await useBackend("wasm");
@@ -21,25 +21,25 @@ test("a run whose test loss overflows stops with exit 2 and saves nothing for th
   assert.match(r.stderr.trim(), /^attnlip: training diverged in epoch 1: the test cross-entropy is (NaN|Infinity)/);
 });
 
-test("resuming a finished run says there is nothing to do, with no NaN", () => {
+test("resuming a finished run says there is nothing to do, with no NaN", async () => {
   const out = join(fresh(), "run");
   const first = runAttnlip(["train", "--data", "mnist", "--limit", "32", "--test-limit", "32", "--epochs", "1", "--out", out, "--progress", "none"]);
   assert.equal(first.code, 0, first.stderr);
-  const again = runAttnlip(["train", "--resume", out]);
+  const again = await runAttnlipHere(["train", "--resume", out]);
   assert.equal(again.code, 0, again.stderr);
   assert.match(again.stdout, /already trained to epoch 1 of 1: nothing to do/);
   assert.doesNotMatch(again.stdout, /NaN/);
 });
 
-test("--out naming a plain file is bad input (exit 2)", () => {
+test("--out naming a plain file is bad input (exit 2)", async () => {
   const file = join(fresh(), "plain");
   writeFileSync(file, "x");
-  const r = runAttnlip(["train", "--data", "mnist", "--limit", "32", "--epochs", "1", "--out", file, "--progress", "none"]);
+  const r = await runAttnlipHere(["train", "--data", "mnist", "--limit", "32", "--epochs", "1", "--out", file, "--progress", "none"]);
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1);
 });
 
-test("an IDX test split with no images is bad input for analyze and attack", () => {
+test("an IDX test split with no images is bad input for analyze and attack", async () => {
   const dir = fresh();
   const idx = (type: number, dims: number[], data: number[] = []) => {
     const header = Buffer.alloc(4 + 4 * dims.length);
@@ -56,7 +56,7 @@ test("an IDX test split with no images is bad input for analyze and attack", () 
     ["analyze", "--random-init", "--n", "2", "--data", `idx:${dir}`],
     ["attack", "--model", "vit-tiny", "--random-init", "--n", "2", "--eps", "0.1", "--data", `idx:${dir}`],
   ]) {
-    const r = runAttnlip(args);
+    const r = await runAttnlipHere(args);
     assert.equal(r.code, 2, `${args[0]}: ${r.stderr}`);
     assert.match(r.stderr.trim(), /holds no examples/);
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
