@@ -34,9 +34,12 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
   networkBounds(source, trace!, { mlp: "relaxed" }); // fills the per-model weight-norm cache
   const relaxedMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed" }), { warmup: 1, repeats: 3, minMs: 1 });
   const localMs = timeMs(() => networkBounds(source, trace!, { mlp: "local" }), { warmup: 0, repeats: 3, minMs: 1 });
-  // Issue 12's aim: every variant but cov within 3x a forward pass.
-  const withoutCov = HEAD_VARIANTS.filter((v) => v !== "cov");
+  // Issue 12's aim: every variant but the exact query paths (cov, fused) within 3x a forward pass.
+  const withoutCov = HEAD_VARIANTS.filter((v) => v !== "cov" && v !== "fused");
   const noCovMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed", variants: withoutCov }), { warmup: 1, repeats: 3, minMs: 1 });
+  // Issue 16's aim: the new variant (fused) at most 2x the time of the current ones (cov, the costliest).
+  const covMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed", variants: ["cov"] }), { warmup: 1, repeats: 3, minMs: 1 });
+  const fusedMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed", variants: ["fused"] }), { warmup: 1, repeats: 3, minMs: 1 });
   const blockInput = tf.slice(trace!.blocks[1].input, 0, 1);
   disposeTrace(trace!);
   const networkTrueMs = timeMs(() => networkLipschitz(model, x), { warmup: 1, repeats: 3, minMs: 1 });
@@ -52,9 +55,11 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
 
   const rows: (string | number)[][] = [
     ["traced forward pass, batch 16 (reference)", forwardMs, 1],
-    ["all 9 bound variants, every block and head, MLP relaxed", relaxedMs, relaxedMs / forwardMs],
-    ["all 9 bound variants, MLP exact local (default)", localMs, localMs / forwardMs],
-    ["all variants but cov, MLP relaxed (--variants)", noCovMs, noCovMs / forwardMs],
+    [`all ${HEAD_VARIANTS.length} bound variants, every block and head, MLP relaxed`, relaxedMs, relaxedMs / forwardMs],
+    [`all ${HEAD_VARIANTS.length} bound variants, MLP exact local (default)`, localMs, localMs / forwardMs],
+    ["all variants but cov and fused, MLP relaxed (--variants)", noCovMs, noCovMs / forwardMs],
+    ["cov alone, MLP relaxed", covMs, covMs / forwardMs],
+    ["fused alone (LayerNorm fused into attention), MLP relaxed", fusedMs, fusedMs / forwardMs],
     ["true network value: exact 10x784 input Jacobians, 16 inputs", networkTrueMs, networkTrueMs / forwardMs],
     [`true block value: Lanczos on Df^T Df, 1 input, 1 block (${iterations} products)`, blockTrueMs, blockTrueMs / forwardMs],
   ];
@@ -64,12 +69,13 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
     model: "vit-tiny",
     batch,
     forwardMs,
-    boundsMs: { relaxedMlp: relaxedMs, localMlp: localMs, withoutCovRelaxedMlp: noCovMs },
+    boundsMs: { relaxedMlp: relaxedMs, localMlp: localMs, withoutCovRelaxedMlp: noCovMs, covAlone: covMs, fusedAlone: fusedMs },
     truthMs: { networkInputJacobian: networkTrueMs, blockPowerIteration: blockTrueMs, blockIterations: iterations },
     ratioToForward: {
       boundsRelaxedMlp: relaxedMs / forwardMs,
       boundsLocalMlp: localMs / forwardMs,
       boundsWithoutCovRelaxedMlp: noCovMs / forwardMs,
+      fusedOverCov: fusedMs / covMs,
       networkTruth: networkTrueMs / forwardMs,
       blockTruthOneInput: blockTrueMs / forwardMs,
     },

@@ -117,7 +117,7 @@ export function analyzeCommand(): Command {
     )
     .option(
       "--variants <list>",
-      `bound variants to compute, separated by commas, from ${HEAD_VARIANTS.join(", ")}; leaving out cov skips its exact query path, the costly part on long sequences [all]`,
+      `bound variants to compute, separated by commas, from ${HEAD_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences [all]`,
     )
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")

@@ -45,7 +45,7 @@ export interface DemoRunSummary {
   imagesPerSecond: number;
 }
 
-const REPORTED = ["paper", "t3-half", "t3-top2", "cov"] as const;
+const REPORTED = ["paper", "t3-half", "t3-top2", "cov", "fused"] as const;
 const pct = (v: number | null | undefined) => (v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`);
 
 /**

@@ -149,7 +149,11 @@ export function composeBounds(
   };
   const masksFor = maskReader(trace, b, read);
 
-  const evaluate = (r: Resolved, e: number, mask: LayerView["mask"]): { report: LayerReport; view: LayerView } => {
+  const evaluate = (
+    r: Resolved,
+    e: number,
+    mask: LayerView["mask"],
+  ): { report: LayerReport; view: LayerView } => {
     const evaluated = r.children.map((c) => evaluate(c, e, mask));
     const children = evaluated.map((c) => c.report);
     const extras: Record<string, ExampleArray> = {};
@@ -168,7 +172,10 @@ export function composeBounds(
       options: ruleOptions,
       rowJacobian: (row) => (r.spec.rowJacobian ? r.spec.rowJacobian(view, row) : null),
       rowwise:
-        r.spec.rowJacobian !== undefined && (!r.spec.composite || (evaluated.length > 0 && evaluated.every((c) => c.view.rowwise))),
+        r.spec.rowJacobian !== undefined &&
+        (!r.spec.composite || (evaluated.length > 0 && evaluated.every((c) => c.view.rowwise))),
+      boundAfterRowwise: (before) =>
+        r.spec.ruleAfterRowwise ? r.spec.ruleAfterRowwise(view, before) : null,
     };
     const bound = r.spec.rule(view);
     const v = bound.value;

@@ -32,7 +32,9 @@ function maxAbs(a: ArrayLike<number>, count: number, name: string): number {
   for (let i = 0; i < count; i++) {
     const v = Math.abs(a[i]);
     if (!(v <= Number.MAX_VALUE))
-      throw new NonFiniteError(`${name}: non-finite entry ${a[i]} at ${i} (the model's values overflow: weights or inputs far too large?)`);
+      throw new NonFiniteError(
+        `${name}: non-finite entry ${a[i]} at ${i} (the model's values overflow: weights or inputs far too large?)`,
+      );
     if (v > m) m = v;
   }
   return m;
@@ -209,7 +211,8 @@ export function matMulInto(
       const o1 = o0 + c;
       const o2 = o1 + c;
       const o3 = o2 + c;
-      for (let j = 0; j < c; j++) out[oi + j] += t0 * b[o0 + j] + t1 * b[o1 + j] + t2 * b[o2 + j] + t3 * b[o3 + j];
+      for (let j = 0; j < c; j++)
+        out[oi + j] += t0 * b[o0 + j] + t1 * b[o1 + j] + t2 * b[o2 + j] + t3 * b[o3 + j];
     }
     for (; u < k; u++) {
       const t = a[ai + u];
@@ -445,7 +448,8 @@ export function symEigen(
   a: ArrayLike<number>,
   m: number,
 ): { values: Float64Array; vectors: Float64Array } {
-  if (a.length !== m * m) throw new RangeError(`symEigen: expected ${m} x ${m} entries, got ${a.length}`);
+  if (a.length !== m * m)
+    throw new RangeError(`symEigen: expected ${m} x ${m} entries, got ${a.length}`);
   // Scaled by a power of two near the largest |entry| (exact): the sweep test squares entries.
   const e = scaleExponent(a);
   const w = Float64Array.from({ length: m * m }, (_, i) => times2(a[i], -e));

@@ -1,6 +1,11 @@
 import type { ModelConfig } from "../nn/config.ts";
 import { TRACE_NAMES, type ForwardTrace, type LayerTrace } from "../nn/trace.ts";
-import { checkVariants, HEAD_VARIANTS, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
+import {
+  checkVariants,
+  HEAD_VARIANTS,
+  type HeadVariant,
+  type VariantValues,
+} from "./rules/attentionHead.ts";
 import type { MlpBound } from "./rules/mlp.ts";
 import type { Weights } from "./rules/weightNorms.ts";
 import { composeBounds, type LayerReport } from "./compose.ts";

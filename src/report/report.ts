@@ -76,6 +76,7 @@ const VARIANT_NOTES: Record<string, string> = {
   "t3-exact": "distribution-aware: each row's exact sigma",
   dist: "row-resolved refinement of the distribution-aware bound",
   cov: "row-resolved refinement through the covariance of the values",
+  fused: "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
   castin: "prior art: a ball bound (Castin et al.)",
   "composition floor":
     "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",

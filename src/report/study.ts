@@ -66,7 +66,7 @@ function wrapTitle(title: string, width = 30): string[] {
 }
 
 /** The network bound variants drawn against lambda (the table lists every variant). */
-const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov"]);
+const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov", "fused"]);
 
 /**
  * Small multiples: lambda (ordinal, in the grid's order) against each metric, the mean as a

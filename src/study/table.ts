@@ -4,7 +4,7 @@ import type { MeanInterval } from "./statistics.ts";
 import { direction } from "./verdict.ts";
 
 /** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
-const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov"];
+const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused"];
 
 /** The metrics the printed table shows, in order: accuracies, robust accuracies, Lipschitz figures, attention. */
 function shownMetrics(group: StudyGroup): { name: string; label: string; percent: boolean }[] {

@@ -5,13 +5,15 @@ import {
   headWeightNorms,
   inputNorms,
   type HeadNorms,
+  type PreRowwise,
   type VariantValues,
 } from "../rules/attentionHead.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { headWeightsFrom } from "../rules/weightNorms.ts";
 import { spectralNorm } from "../linalg.ts";
+import { preRowwise } from "../rules/preRowwise.ts";
 import { extra, input, setting } from "./view.ts";
-import type { LayerKindSpec } from "./types.ts";
+import type { LayerKindSpec, LayerView } from "./types.ts";
 
 /** Attention statistics of one head on one example, over its real, live query rows. */
 export interface AttentionStats {
@@ -37,10 +39,14 @@ export interface AttentionDetail {
   heads: HeadReport[];
 }
 
-/** Weight-only quantities of an attention layer: per head {@link HeadNorms}, and ||W_O||_2. */
+/**
+ * Weight-only quantities of an attention layer: per head {@link HeadNorms}, ||W_O||_2, and
+ * float64 copies of W_Q, W_K, W_V [d, d] (all heads' columns) for `fused` after a row-wise map.
+ */
 export interface AttentionPrepared {
   heads: HeadNorms[];
   wo: number;
+  w64: { wq: Float64Array; wk: Float64Array; wv: Float64Array };
 }
 
 /**
@@ -71,54 +77,85 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const qkv = params as Parameters<typeof headWeightsFrom>[0];
     for (let h = 0; h < heads; h++)
       norms.push(headWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
-    return { heads: norms, wo: spectralNorm(params.wo.data, d, d) };
+    const w64 = {
+      wq: Float64Array.from(params.wq.data),
+      wk: Float64Array.from(params.wk.data),
+      wv: Float64Array.from(params.wv.data),
+    };
+    return { heads: norms, wo: spectralNorm(params.wo.data, d, d), w64 };
   },
-  rule(layer) {
-    const x = input(layer);
-    const [n, d] = x.shape;
-    const q = extra(layer, "q");
-    const k = extra(layer, "k");
-    const v = extra(layer, "v");
-    const p = extra(layer, "p");
+  rule: (layer) => attentionRule(layer),
+  // `fused` after a row-wise map (a pre-LN block's LayerNorm): each head's paths see the map's
+  // row Jacobians L_j through L_j W_Q, L_j W_K, L_j W_V (docs/math.md section 2, `fused`).
+  ruleAfterRowwise(layer, before) {
+    if (!layer.options.variants.includes("fused")) return {};
+    const n = input(layer).shape[0];
     const H = layer.prepared.heads.length;
-    if (q.shape[0] !== H)
-      throw new RangeError(`${layer.name}: q has ${q.shape[0]} heads, the weights ${H}`);
-    const dk = q.shape[2];
-    // ||X|| and ||[X, 1]|| are read by `paper` only, each by the heads without / with a query bias.
-    const paper = layer.options.variants.includes("paper");
-    const heads0 = layer.prepared.heads;
-    const xNorms = inputNorms(x.data, n, d, {
-      plain: paper && heads0.some((hn) => !hn.augmented),
-      augmented: paper && heads0.some((hn) => hn.augmented),
-    });
-    const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
-      a.subarray(h * size, (h + 1) * size);
-    const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {
-      const r = attentionHeadBounds(
-        {
-          n,
-          xNorms,
-          q: slice(q.data, h, n * dk),
-          k: slice(k.data, h, n * dk),
-          v: slice(v.data, h, n * dk),
-          p: slice(p.data, h, n * n),
-          allowed: layer.mask.allowed,
-        },
-        hn,
-        { variants: layer.options.variants },
-      );
-      return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
-    });
-    const detail: AttentionDetail = { heads };
+    const pres = preRowwise(before.rowJacobian, n, layer.prepared.w64, H, before.bound.fused);
+    const heads = attentionRule(layer, pres).detail as AttentionDetail;
     return {
-      value: attentionLayerBound(
-        heads.map((hr) => hr.values),
+      fused: attentionLayerBound(
+        heads.heads.map((hr) => hr.values),
         layer.prepared.wo,
-      ),
-      detail,
+      ).fused,
     };
   },
 };
+
+/**
+ * The attention rule at one example: every asked-for head variant, or only `fused` after a
+ * row-wise map when `pres` (one {@link PreRowwise} per head) is given.
+ */
+function attentionRule(
+  layer: LayerView<AttentionPrepared>,
+  pres?: PreRowwise[],
+): { value: VariantValues; detail: AttentionDetail } {
+  const x = input(layer);
+  const [n, d] = x.shape;
+  const q = extra(layer, "q");
+  const k = extra(layer, "k");
+  const v = extra(layer, "v");
+  const p = extra(layer, "p");
+  const H = layer.prepared.heads.length;
+  if (q.shape[0] !== H)
+    throw new RangeError(`${layer.name}: q has ${q.shape[0]} heads, the weights ${H}`);
+  const dk = q.shape[2];
+  // ||X|| and ||[X, 1]|| are read by `paper` only, each by the heads without / with a query bias.
+  const paper = layer.options.variants.includes("paper");
+  const heads0 = layer.prepared.heads;
+  const xNorms = inputNorms(x.data, n, d, {
+    plain: paper && heads0.some((hn) => !hn.augmented),
+    augmented: paper && heads0.some((hn) => hn.augmented),
+  });
+  const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
+    a.subarray(h * size, (h + 1) * size);
+  const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {
+    const r = attentionHeadBounds(
+      {
+        n,
+        xNorms,
+        q: slice(q.data, h, n * dk),
+        k: slice(k.data, h, n * dk),
+        v: slice(v.data, h, n * dk),
+        p: slice(p.data, h, n * n),
+        allowed: layer.mask.allowed,
+      },
+      hn,
+      pres === undefined
+        ? { variants: layer.options.variants }
+        : { variants: ["fused"], pre: pres[h] },
+    );
+    return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
+  });
+  const detail: AttentionDetail = { heads };
+  return {
+    value: attentionLayerBound(
+      heads.map((hr) => hr.values),
+      layer.prepared.wo,
+    ),
+    detail,
+  };
+}
 
 /**
  * Mean/max sigma, mean p_(1) and mean entropy over the rows that are real (real[i] nonzero)

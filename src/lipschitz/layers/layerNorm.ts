@@ -24,7 +24,11 @@ export const layerNormKind: LayerKindSpec<Float64Array> = {
   rowJacobian(layer, row) {
     const x = input(layer);
     const d = x.shape[1];
-    return layerNormRowJacobian(x.data.subarray(row * d, (row + 1) * d), layer.prepared, setting(layer.settings, "eps", layer.name) as number);
+    return layerNormRowJacobian(
+      x.data.subarray(row * d, (row + 1) * d),
+      layer.prepared,
+      setting(layer.settings, "eps", layer.name) as number,
+    );
   },
   rule(layer) {
     const x = input(layer);

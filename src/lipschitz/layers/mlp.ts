@@ -11,7 +11,9 @@ import { ACTIVATIONS, type Activation } from "../../nn/gelu.ts";
 function activationSetting(settings: LayerSettings): Activation {
   const a = settings.activation ?? "gelu-tanh";
   if (!(ACTIVATIONS as readonly unknown[]).includes(a))
-    throw new RangeError(`mlp: setting "activation" must be one of ${ACTIVATIONS.join(", ")}, got "${String(a)}"`);
+    throw new RangeError(
+      `mlp: setting "activation" must be one of ${ACTIVATIONS.join(", ")}, got "${String(a)}"`,
+    );
   return a as Activation;
 }
 
@@ -58,7 +60,9 @@ export const mlpKind: LayerKindSpec<MlpPrepared> = {
     const pre = extra(layer, "pre");
     const m = layer.prepared;
     const act = activationDerivative(activationSetting(layer.settings));
-    const g = Float64Array.from(pre.data.subarray(row * m.hidden, (row + 1) * m.hidden), (h) => act.derivative(h));
+    const g = Float64Array.from(pre.data.subarray(row * m.hidden, (row + 1) * m.hidden), (h) =>
+      act.derivative(h),
+    );
     return mlpRowJacobian(g, m.w1, m.w2, m.d, m.hidden);
   },
   rule(layer) {

@@ -12,9 +12,17 @@ import type { LayerKindSpec } from "./types.ts";
 export const poolKind: LayerKindSpec = {
   kind: "pool",
   params: { required: [] },
-  forward: (x, ctx) => ({ out: poolTokens(x, setting(ctx.settings, "pooling", "pool") as Pooling, ctx.mask) }),
+  forward: (x, ctx) => ({
+    out: poolTokens(x, setting(ctx.settings, "pooling", "pool") as Pooling, ctx.mask),
+  }),
   rule(layer) {
     const [n] = input(layer).shape;
-    return { value: poolBound(n, setting(layer.settings, "pooling", layer.name) as Pooling, layer.mask.real) };
+    return {
+      value: poolBound(
+        n,
+        setting(layer.settings, "pooling", layer.name) as Pooling,
+        layer.mask.real,
+      ),
+    };
   },
 };

@@ -26,7 +26,12 @@ export const poolerKind: LayerKindSpec<number> = {
   },
   prepare: (params) => spectralNorm(params.w.data, params.w.shape[0], params.w.shape[1]),
   rule(layer) {
-    const bound = poolerBound(input(layer).data, layer.params.w.data, layer.params.b.data, layer.prepared);
+    const bound = poolerBound(
+      input(layer).data,
+      layer.params.w.data,
+      layer.params.b.data,
+      layer.prepared,
+    );
     return { value: layer.options.mlp === "relaxed" ? bound.relaxed : bound.local, detail: bound };
   },
 };

@@ -1,13 +1,14 @@
 import { tf } from "../../backend.ts";
 import { residualBound } from "../rules/block.ts";
 import { chainRowJacobian, plusIdentity } from "../rules/rowwise.ts";
-import { exactRowwise, perVariant } from "./view.ts";
+import { composeChildren, exactRowwise, perVariant } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
  * Residual connection x + g(x), g the entry's children run in order. Rule (docs/math.md
- * section 3): 1 + prod L_child per variant; when the branch is row-wise (LayerNorm and MLP) and
- * options.mlp is "local", exactly max_i ||I + J_i|| over the rows ("Row-wise runs").
+ * section 3): 1 + prod L_child per variant (composeChildren: a LayerNorm before attention is
+ * fused into it for `fused`); when the branch is row-wise (LayerNorm and MLP) and options.mlp is
+ * "local", exactly max_i ||I + J_i|| over the rows ("Row-wise runs").
  *
  * @throws RangeError (from the rule) when the entry has no child or a child's bound is
  *   negative or NaN.
@@ -26,8 +27,8 @@ export const residualKind: LayerKindSpec = {
     // A row-wise branch (LayerNorm and MLP): the exact max over rows of ||I + J_i|| (docs/math.md section 3, "Row-wise runs").
     const exact = layer.options.mlp === "local" ? exactRowwise(layer) : null;
     if (exact !== null) return { value: exact };
-    return {
-      value: perVariant((v) => residualBound(layer.children.reduce((p, c) => p * c[v], 1)), layer.options.variants),
-    };
+    // The branch's children composed (a pre-LN LayerNorm fused into attention for `fused`).
+    const branch = composeChildren(layer);
+    return { value: perVariant((v) => residualBound(branch[v]), layer.options.variants) };
   },
 };

@@ -68,7 +68,23 @@ export interface LayerView<P = unknown> {
    * composite, so do all its sub-layers (then {@link rowJacobian} is never null).
    */
   rowwise: boolean;
+  /**
+   * This entry's bound after a row-wise map (its kind's {@link LayerKindSpec.ruleAfterRowwise}),
+   * for the variants the kind bounds jointly; null when the kind has no such rule.
+   */
+  boundAfterRowwise(before: RowwiseBefore): Partial<VariantValues> | null;
   options: RuleOptions;
+}
+
+/**
+ * A row-wise map that runs just before a layer inside a composite (a pre-LN block's LayerNorm
+ * before attention): its row Jacobians at this example and its own bound.
+ */
+export interface RowwiseBefore {
+  /** The map's Jacobian at row `row` of its input (row-vector convention, d x d). */
+  rowJacobian(row: number): RowJacobian;
+  /** The map's own bound per variant (at least max_j ||L_j||_2). */
+  bound: VariantValues;
 }
 
 /**
@@ -135,4 +151,11 @@ export interface LayerKindSpec<P = unknown> {
   ) => P;
   /** The local Lipschitz rule (docs/math.md sections 2-3). */
   rule: (layer: LayerView<P>) => LayerBound;
+  /**
+   * Optional: a bound on ||D(layer o G)||_2 for a row-wise map G that runs just before this layer
+   * (docs/math.md section 3, "A row-wise map fused into the next layer"), for the variants this
+   * kind bounds jointly (attention: `fused`); a composite uses it in place of the product of the
+   * two bounds for those variants.
+   */
+  ruleAfterRowwise?: (layer: LayerView<P>, before: RowwiseBefore) => Partial<VariantValues>;
 }

@@ -1,5 +1,5 @@
 import { HEAD_VARIANTS, type VariantValues } from "../rules/attentionHead.ts";
-import { rowwiseValue } from "../rules/rowwise.ts";
+import { chainRowJacobian, rowwiseValue } from "../rules/rowwise.ts";
 import type { ExampleArray, LayerSettings, LayerView } from "./types.ts";
 
 /**
@@ -74,21 +74,74 @@ export function exactRowwise(layer: LayerView<unknown>): number | null {
 }
 
 /**
- * The [start, end) ranges of two or more consecutive children that are row-wise.
+ * The [start, end) ranges of at least `min` (default 2) consecutive children that are row-wise.
  *
  * @example rowwiseRuns(postLnBlock.childViews) // [[1, 4]]: LN1, the MLP residual, LN2
  */
-export function rowwiseRuns(children: readonly LayerView<unknown>[]): [number, number][] {
+export function rowwiseRuns(children: readonly LayerView<unknown>[], min = 2): [number, number][] {
   const runs: [number, number][] = [];
   let start = -1;
   children.forEach((c, k) => {
     const rowwise = c.rowwise && c.input !== null && c.input.shape[0] > 0;
     if (rowwise && start < 0) start = k;
     if (!rowwise && start >= 0) {
-      if (k - start >= 2) runs.push([start, k]);
+      if (k - start >= min) runs.push([start, k]);
       start = -1;
     }
   });
-  if (start >= 0 && children.length - start >= 2) runs.push([start, children.length]);
+  if (start >= 0 && children.length - start >= min) runs.push([start, children.length]);
   return runs;
+}
+
+/**
+ * The bound of a composite's children in sequence, per variant (docs/math.md section 3): the
+ * product of their bounds, except that
+ * - a run of two or more row-wise children is bounded exactly as one row-wise map when
+ *   options.mlp is "local" ("Row-wise runs");
+ * - a row-wise run followed by a child whose kind bounds itself after a row-wise map
+ *   (ruleAfterRowwise: attention's `fused`) is bounded jointly with it for the variants that
+ *   kind gives ("A row-wise map fused into the next layer").
+ *
+ * @returns a value per variant of layer.options.variants.
+ * @example composeChildren(preLnAttentionResidual)["fused"] // ||D(attention o LN1)|| bound
+ */
+export function composeChildren(layer: LayerView<unknown>): VariantValues {
+  const kids = layer.childViews;
+  const variants = layer.options.variants;
+  const out = perVariant(() => 1, variants);
+  let k = 0;
+  for (const [start, end] of [
+    ...rowwiseRuns(kids, 1),
+    [kids.length, kids.length] as [number, number],
+  ]) {
+    for (; k < start; k++) for (const v of variants) out[v] *= layer.children[k][v];
+    if (start === end) break;
+    const views = kids.slice(start, end);
+    let run = perVariant(
+      (v) => views.reduce((p, _, c) => p * layer.children[start + c][v], 1),
+      variants,
+    );
+    if (end - start >= 2 && layer.options.mlp === "local") {
+      const exact = exactRowwise({
+        ...views[0],
+        rowwise: true,
+        rowJacobian: (row) => chainRowJacobian(views, row),
+      });
+      if (exact !== null) run = perVariant(() => exact, variants);
+    }
+    const next = end < kids.length ? kids[end] : null;
+    const fused =
+      next?.boundAfterRowwise({
+        rowJacobian: (row) => chainRowJacobian(views, row)!,
+        bound: run,
+      }) ?? null;
+    if (next !== null && fused !== null) {
+      for (const v of variants) out[v] *= fused[v] ?? run[v] * layer.children[end][v];
+      k = end + 1;
+    } else {
+      for (const v of variants) out[v] *= run[v];
+      k = end;
+    }
+  }
+  return out;
 }

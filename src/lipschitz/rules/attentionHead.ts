@@ -29,6 +29,7 @@ export const HEAD_VARIANTS = [
   "t3-exact",
   "dist",
   "cov",
+  "fused",
   "castin",
 ] as const;
 
@@ -48,7 +49,9 @@ export function checkVariants(variants: readonly string[], who: string): HeadVar
   const seen = new Set<string>();
   for (const v of variants) {
     if (!(HEAD_VARIANTS as readonly string[]).includes(v))
-      throw new RangeError(`${who}: variants: unknown variant "${v}" (known: ${HEAD_VARIANTS.join(", ")})`);
+      throw new RangeError(
+        `${who}: variants: unknown variant "${v}" (known: ${HEAD_VARIANTS.join(", ")})`,
+      );
     if (seen.has(v)) throw new RangeError(`${who}: variants: "${v}" is listed twice`);
     seen.add(v);
   }
@@ -77,13 +80,15 @@ export interface HeadWeights {
 export interface HeadNorms {
   d: number;
   dk: number;
-  /** G_Q = W_Q^T W_Q [d_k, d_k]. */
+  /** G_Q = W_Q^T W_Q and G_K = W_K^T W_K [d_k, d_k]. */
   gq: Float64Array;
+  gk: Float64Array;
   /** Square-root factors of W_Q^T W_Q and W_K^T W_K. */
   fq: Float64Array;
   fk: Float64Array;
-  /** ||W_V||_2. */
+  /** ||W_V||_2 and ||W_K||_2. */
   wv: number;
+  wk: number;
   /** ||A||_2, A = W_Q W_K^T / sqrt(d_k). */
   a: number;
   /**
@@ -131,7 +136,8 @@ export function headWeightNorms(w: HeadWeights): HeadNorms {
     const fqa = sqrtFactor(gqa, dk);
     aAug = Math.sqrt(Math.max(symMaxEigenvalue(congruence(fqa, gk, dk, dk), dk), 0) / dk);
   }
-  return { d, dk, gq, fq, fk, wv: spectralNorm(w.wv, d, dk), a, augmented, aAug };
+  const wk = Math.sqrt(Math.max(symMaxEigenvalue(gk, dk), 0));
+  return { d, dk, gq, gk, fq, fk, wv: spectralNorm(w.wv, d, dk), wk, a, augmented, aAug };
 }
 
 /** Norms of the head input X [n, d] that every head of a layer shares ({@link inputNorms}). */
@@ -206,6 +212,22 @@ export interface HeadActivations {
   allowed?: ArrayLike<number | boolean>;
 }
 
+/**
+ * A row-wise map before the head, X = G(U) with row Jacobians L_j (row-vector convention,
+ * dx_j = du_j L_j; a pre-LN block's LayerNorm), for the `fused` variant, which then bounds the
+ * head after the map, ||D(f o G)(U)||_2 (docs/math.md section 2, `fused`).
+ */
+export interface PreRowwise {
+  /** (L_j W_Q)^T (L_j W_Q) and (L_j W_K)^T (L_j W_K) per row j, [n, d_k, d_k] row-major. */
+  gramQ: Float64Array;
+  gramK: Float64Array;
+  /** ||L_j W_K||_2 and ||L_j W_V||_2 per row j [n]. */
+  kappa: Float64Array;
+  nu: Float64Array;
+  /** A bound on max_j ||L_j||_2 (the map's own local value). */
+  factor: number;
+}
+
 /** The three operators of the row-resolved bound and the shared factors (docs/math.md section 2). */
 export interface HeadParts {
   /** ||P||_2 ||W_V||_2. */
@@ -216,6 +238,10 @@ export interface HeadParts {
   queryPathRelaxed: number;
   /** ||diag(s) Q W_K^T||_2 ||V_c||_2 / sqrt(d_k), exact s_i. */
   keyPath: number;
+  /** `fused`'s value, query and key paths (NaN when `fused` was not asked for). */
+  fusedValuePath: number;
+  fusedQueryPath: number;
+  fusedKeyPath: number;
   /** ||P||_2, ||W_Q K_c^T||_2, ||Q W_K^T||_2, ||V_c||_2. */
   p: number;
   wqKc: number;
@@ -289,6 +315,11 @@ export function headRowStats(
  * - `dist`: value path + max_i s_i ||W_Q K_c^T|| ||V_c|| / sqrt(d_k) + key path (exact s_i).
  * - `cov`: value path + max_i ||W_Q K_c^T J_i V_c||_2 / sqrt(d_k) + key path.
  *   key path = ||diag(s) Q W_K^T||_2 ||V_c||_2 / sqrt(d_k).
+ * - `fused`: `cov` resolved by token on every path, with an optional row-wise map before the
+ *   head (options.pre; without it L_j = I): value path ||P diag(nu)||_2, nu_j = ||L_j W_V||;
+ *   query path max_i ||L_i W_Q K_c^T J_i V_c||_2 / sqrt(d_k); key path the smaller of
+ *   `cov`'s key path times max_j ||L_j|| and ||diag(tau) Q||_2 / sqrt(d_k) with
+ *   tau_i = ||V_c^T J_i diag(kappa)||_2, kappa_j = ||L_j W_K||.
  * - `castin`: sqrt(3) ||W_V||_2 (||A||_2^2 R^4 (4n + 1) + n)^(1/2), R = max_i ||x_i||.
  *
  * Heads with a query bias (`paper`, `castin`): the head is a bias-free head of the augmented
@@ -306,14 +337,15 @@ export function headRowStats(
  * @param act activations of one sequence (see {@link HeadActivations}); q/k/v/p may be float32.
  * @param norms the head's {@link HeadNorms}.
  * @param options.variants the variants to compute (default all); without `cov` its exact query
- *   path, O(n^2 d_k^2), is skipped.
+ *   path, O(n^2 d_k^2), is skipped, and without `fused` its paths.
+ * @param options.pre the row-wise map before the head ({@link PreRowwise}), read by `fused` only.
  * @returns values for those variants, the parts, and per-row sigma statistics.
  * @throws RangeError when neither act.x nor act.xNorms is given, or on size mismatches.
  */
 export function attentionHeadBounds(
   act: HeadActivations,
   norms: HeadNorms,
-  options: { variants?: readonly HeadVariant[] } = {},
+  options: { variants?: readonly HeadVariant[]; pre?: PreRowwise } = {},
 ): HeadBounds {
   const wanted = options.variants ?? HEAD_VARIANTS;
   const { n } = act;
@@ -429,11 +461,54 @@ export function attentionHeadBounds(
     if (rows.live[i]) queryRelaxed = Math.max(queryRelaxed, rows.exact[i]);
   // The exact query path is cov's alone and its cost (n^2 d_k^2 per head): skipped without cov.
   const queryExact = wanted.includes("cov")
-    ? queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, norms.gq) / sqrtDk
+    ? queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, () => norms.gq) / sqrtDk
     : NaN;
   queryRelaxed = (queryRelaxed * wqKc * normVc) / sqrtDk;
   const keyPath = (sQWk * normVc) / sqrtDk;
   const valuePath = normP * norms.wv;
+
+  // `fused`: every path resolved by token, after the row-wise map options.pre (L_j = I without one).
+  let fusedValue = NaN;
+  let fusedQuery = NaN;
+  let fusedKey = NaN;
+  if (wanted.includes("fused")) {
+    const pre = options.pre;
+    if (
+      pre !== undefined &&
+      (pre.gramQ.length !== n * dk * dk ||
+        pre.gramK.length !== n * dk * dk ||
+        pre.kappa.length !== n ||
+        pre.nu.length !== n)
+    )
+      throw new RangeError(`attention head: pre must hold ${n} rows of d_k = ${dk}`);
+    const nu = pre?.nu ?? new Float64Array(n).fill(norms.wv);
+    const kappa = pre?.kappa ?? new Float64Array(n).fill(norms.wk);
+    // Value path: ||sum_j P_ij e_j L_j W_V|| <= sum_j P_ij nu_j ||e_j|| with P >= 0.
+    const pNu = new Float64Array(n * n);
+    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) pNu[i * n + j] = pm[i * n + j] * nu[j];
+    fusedValue = spectralNorm(pNu, n, n);
+    fusedQuery =
+      pre === undefined && wanted.includes("cov")
+        ? queryExact
+        : queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, (i) =>
+            pre === undefined ? norms.gq : pre.gramQ.subarray(i * dk * dk, (i + 1) * dk * dk),
+          ) / sqrtDk;
+    const gramK = (j: number) =>
+      pre === undefined ? norms.gk : pre.gramK.subarray(j * dk * dk, (j + 1) * dk * dk);
+    const [tokenKey, pairKey] = tokenKeyPaths(
+      n,
+      dk,
+      q,
+      v,
+      vMean,
+      activeKey,
+      pm,
+      rows,
+      kappa,
+      gramK,
+    );
+    fusedKey = Math.min(keyPath * (pre?.factor ?? 1), tokenKey / sqrtDk, pairKey / sqrtDk);
+  }
 
   const t3 = (s: number) => valuePath + (s * (wqKc + qWk) * normVc) / sqrtDk;
   const aug = norms.augmented;
@@ -449,6 +524,7 @@ export function attentionHeadBounds(
     "t3-exact": t3(sMax.exact),
     dist: valuePath + queryRelaxed + keyPath,
     cov: valuePath + queryExact + keyPath,
+    fused: fusedValue + fusedQuery + fusedKey,
     castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
   };
   const values = {} as VariantValues;
@@ -460,6 +536,9 @@ export function attentionHeadBounds(
       queryPathExact: queryExact,
       queryPathRelaxed: queryRelaxed,
       keyPath,
+      fusedValuePath: fusedValue,
+      fusedQueryPath: fusedQuery,
+      fusedKeyPath: fusedKey,
       p: normP,
       wqKc,
       qWk,
@@ -472,6 +551,8 @@ export function attentionHeadBounds(
 /**
  * max over live rows of ||W_Q K^T J_i V||_2 (not yet divided by sqrt(d_k)); see the comment in
  * {@link attentionHeadBounds}. A separate function so that V8 optimizes its loops on their own.
+ * `gramOf(i)` is the Gram matrix of the query weights seen by row i: W_Q^T W_Q, or
+ * (L_i W_Q)^T (L_i W_Q) after a row-wise map (`fused`).
  */
 function queryPathExact(
   n: number,
@@ -483,7 +564,7 @@ function queryPathExact(
   activeKey: Uint8Array,
   pm: Float64Array,
   rows: HeadRowStats,
-  gq: Float64Array,
+  gramOf: (row: number) => Float64Array,
 ): number {
   const dk2 = dk * dk;
   const kcAll = new Float64Array(n * dk);
@@ -539,6 +620,7 @@ function queryPathExact(
           -kb[a] * vb[b] +
           rest * (kb[a] * vMean[b] + kMean[a] * vb[b] + mass * kMean[a] * vMean[b]);
     // ct = C_i^T G_Q C_i.
+    const gq = gramOf(i);
     gc.fill(0);
     for (let a = 0; a < dk; a++)
       for (let t = 0; t < dk; t++) {
@@ -560,4 +642,93 @@ function queryPathExact(
   }
   queryExact = Math.sqrt(Math.max(best, 0));
   return queryExact;
+}
+
+/**
+ * `fused`'s two token-resolved key paths before the 1/sqrt(d_k) (docs/math.md section 2,
+ * `fused`), over the live rows i:
+ * - ||diag(tau) Q||_2 with tau_i = ||V^T J_i diag(kappa)||_2;
+ * - (sum_i ||V^T J_i diag(rho_i)||_2^2)^(1/2) with rho_ij = ||L_j W_K q_i^T|| (q_i W_K^T's
+ *   alignment with each key row's map kept; `gramK(j)` = (L_j W_K)^T (L_j W_K)).
+ * With w = P_i o c (c = kappa or rho_i) and m = V^T P_i, V^T J_i diag(c) = V^T diag(w) - m w^T,
+ * whose Gram matrix sum_j w_j^2 v_j v_j^T - u m^T - m u^T + ||w||^2 m m^T (u = sum_j w_j^2 v_j)
+ * is d_k x d_k. V is centred by the active-key mean mu (V^T J_i = V_c^T J_i +
+ * (1 - sum P_i) mu P_i^T, kept exactly).
+ */
+function tokenKeyPaths(
+  n: number,
+  dk: number,
+  q: Float64Array,
+  v: Float64Array,
+  vMean: Float64Array,
+  activeKey: Uint8Array,
+  pm: Float64Array,
+  rows: HeadRowStats,
+  kappa: Float64Array,
+  gramK: (j: number) => Float64Array,
+): [number, number] {
+  const dk2 = dk * dk;
+  const vc = new Float64Array(n * dk);
+  for (let j = 0; j < n; j++)
+    for (let c = 0; c < dk; c++) vc[j * dk + c] = v[j * dk + c] - vMean[c];
+  const outer = new Float64Array(n * dk2);
+  for (let j = 0; j < n; j++) {
+    if (!activeKey[j]) continue;
+    for (let a = 0; a < dk; a++)
+      for (let b = 0; b < dk; b++) outer[j * dk2 + a * dk + b] = vc[j * dk + a] * vc[j * dk + b];
+  }
+  const g = new Float64Array(dk2);
+  const m = new Float64Array(dk);
+  const u = new Float64Array(dk);
+  const weights = new Float64Array(n);
+  // lambda_max of the Gram matrix of V^T J_i diag(c) for row i and column weights c.
+  const squaredNorm = (i: number, c: (j: number) => number) => {
+    g.fill(0);
+    m.fill(0);
+    u.fill(0);
+    let mass = 0;
+    let w2 = 0;
+    for (let j = 0; j < n; j++) {
+      const p = pm[i * n + j];
+      if (p === 0) continue;
+      mass += p;
+      const w = p * c(j);
+      w2 += w * w;
+      for (let t = 0; t < dk; t++) {
+        m[t] += p * vc[j * dk + t];
+        u[t] += w * w * vc[j * dk + t];
+      }
+      const o = j * dk2;
+      for (let t = 0; t < dk2; t++) g[t] += w * w * outer[o + t];
+    }
+    for (let t = 0; t < dk; t++) m[t] -= (1 - mass) * vMean[t];
+    for (let a = 0; a < dk; a++)
+      for (let b = 0; b < dk; b++) g[a * dk + b] += -u[a] * m[b] - m[a] * u[b] + w2 * m[a] * m[b];
+    return Math.max(symMaxEigenvalue(g, dk), 0);
+  };
+  const cq = new Float64Array(dk2); // Q^T diag(tau^2) Q
+  let pairSum = 0;
+  for (let i = 0; i < n; i++) {
+    if (!rows.live[i]) continue;
+    const tau2 = squaredNorm(i, (j) => kappa[j]);
+    if (tau2 > 0)
+      for (let a = 0; a < dk; a++) {
+        const qa = q[i * dk + a];
+        for (let b = 0; b < dk; b++) cq[a * dk + b] += tau2 * qa * q[i * dk + b];
+      }
+    // rho_ij^2 = q_i G_K,j q_i^T.
+    for (let j = 0; j < n; j++) {
+      if (pm[i * n + j] === 0) continue;
+      const gk = gramK(j);
+      let r = 0;
+      for (let a = 0; a < dk; a++) {
+        let t = 0;
+        for (let b = 0; b < dk; b++) t += gk[a * dk + b] * q[i * dk + b];
+        r += q[i * dk + a] * t;
+      }
+      weights[j] = Math.sqrt(Math.max(r, 0));
+    }
+    pairSum += squaredNorm(i, (j) => weights[j]);
+  }
+  return [Math.sqrt(Math.max(symMaxEigenvalue(cq, dk), 0)), Math.sqrt(pairSum)];
 }

@@ -109,11 +109,9 @@ function mlpLocal(
     gramRowsInto(m, d, mmT);
     // The certificate's own rounding (backward error <= d (d + 1) eps ||c I - S||) is covered
     // by testing against a slightly smaller c.
-    if (any && belowCertified(mmT, d, best * (1 - 4 * d * (d + 1) * Number.EPSILON), ldl))
-      continue;
+    if (any && belowCertified(mmT, d, best * (1 - 4 * d * (d + 1) * Number.EPSILON), ldl)) continue;
     best = Math.max(best, symMaxEigenvalue(mmT, d));
     any = true;
   }
   return Math.sqrt(Math.max(best, 0));
 }
-

@@ -15,7 +15,11 @@ import type { Pooling } from "../../nn/pooling.ts";
  * @throws RangeError on an unknown pooling.
  * @example pooledRows(4, "last", [1, 1, 0, 0]) // [1]
  */
-export function pooledRows(n: number, pooling: Pooling, real?: ArrayLike<number | boolean>): number[] {
+export function pooledRows(
+  n: number,
+  pooling: Pooling,
+  real?: ArrayLike<number | boolean>,
+): number[] {
   const rows: number[] = [];
   for (let i = 0; i < n; i++) if (real === undefined || real[i]) rows.push(i);
   if (pooling === "cls") return n > 0 ? [0] : [];

@@ -32,7 +32,8 @@ export function poolerBound(
 ): PoolerBound {
   const d = x.length;
   const out = b.length;
-  if (w.length !== d * out) throw new RangeError(`pooler: W must be [${d}, ${out}], got ${w.length} entries`);
+  if (w.length !== d * out)
+    throw new RangeError(`pooler: W must be [${d}, ${out}], got ${w.length} entries`);
   const scaled = new Float64Array(d * out);
   for (let j = 0; j < out; j++) {
     let z = b[j];

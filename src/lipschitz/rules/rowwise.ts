@@ -20,7 +20,7 @@ export interface RowJacobian {
   d: number;
   /** The dense matrix. */
   matrix(): Float64Array;
-  /** J M for M [d, d] (absent: dense product). */
+  /** J M for M [d, c] (c = m.length / d; absent: dense product). */
   leftTimes?(m: Float64Array): Float64Array;
   /** M J for M [d, d] (absent: dense product). */
   rightTimes?(m: Float64Array): Float64Array;
@@ -44,6 +44,24 @@ function product(a: Float64Array, b: Float64Array, d: number): Float64Array {
 }
 
 /**
+ * J M for a row Jacobian J [d, d] and M [d, c] (c = m.length / d), through J's structured
+ * product where it has one (LayerNorm: O(d c)), else densely.
+ *
+ * @throws RangeError when m.length is not a multiple of d.
+ * @example rowTimes(layerNormRowJacobian(x, gamma, 1e-5), wq).length // d * d
+ */
+export function rowTimes(j: RowJacobian, m: Float64Array): Float64Array {
+  const { d } = j;
+  if (m.length % d !== 0)
+    throw new RangeError(`rowTimes: expected a [${d}, c] matrix, got ${m.length} entries`);
+  if (j.leftTimes) return j.leftTimes(m);
+  const cols = m.length / d;
+  const out = new Float64Array(d * cols);
+  matMulInto(j.matrix(), m, out, d, d, cols);
+  return out;
+}
+
+/**
  * The product J_1 J_2 ... of the children's row Jacobians at `row` (forward order), or null when
  * a child is not row-wise. It starts from the first child without structured products and
  * multiplies the others onto it from the right, then from the left, so that LayerNorms cost
@@ -62,8 +80,10 @@ export function chainRowJacobian(children: readonly LayerView[], row: number): R
   let k = js.findIndex((j) => !j.leftTimes || !j.rightTimes);
   if (k < 0) k = 0;
   let out = js[k].matrix();
-  for (let c = k + 1; c < js.length; c++) out = js[c].rightTimes ? js[c].rightTimes!(out) : product(out, js[c].matrix(), d);
-  for (let c = k - 1; c >= 0; c--) out = js[c].leftTimes ? js[c].leftTimes!(out) : product(js[c].matrix(), out, d);
+  for (let c = k + 1; c < js.length; c++)
+    out = js[c].rightTimes ? js[c].rightTimes!(out) : product(out, js[c].matrix(), d);
+  for (let c = k - 1; c >= 0; c--)
+    out = js[c].leftTimes ? js[c].leftTimes!(out) : product(js[c].matrix(), out, d);
   return denseRowJacobian(out, d);
 }
 
@@ -77,7 +97,11 @@ export function chainRowJacobian(children: readonly LayerView[], row: number): R
  * @param n rows. @param d row width.
  * @example rowwiseValue((i) => rowJacobians[i], 17, 64)
  */
-export function rowwiseValue(jacobian: (row: number) => Float64Array, n: number, d: number): number {
+export function rowwiseValue(
+  jacobian: (row: number) => Float64Array,
+  n: number,
+  d: number,
+): number {
   const gram = new Float64Array(d * d);
   const work = new Float64Array(d * d);
   let best = 0; // running max of lambda_max(J J^T)
@@ -85,7 +109,8 @@ export function rowwiseValue(jacobian: (row: number) => Float64Array, n: number,
   for (let i = 0; i < n; i++) {
     gramRowsInto(jacobian(i), d, gram);
     // The certificate's own rounding is covered by testing against a slightly smaller c (as rules/mlp.ts).
-    if (any && belowCertified(gram, d, best * (1 - 4 * d * (d + 1) * Number.EPSILON), work)) continue;
+    if (any && belowCertified(gram, d, best * (1 - 4 * d * (d + 1) * Number.EPSILON), work))
+      continue;
     best = Math.max(best, symMaxEigenvalue(gram, d));
     any = true;
   }
@@ -97,12 +122,16 @@ export function rowwiseValue(jacobian: (row: number) => Float64Array, n: number,
  * (gamma_b / s) (delta_ab - 1/d - z_a z_b / d) = (1/s) (P diag(gamma))[a][b], with
  * s = sqrt(var + eps), z = (x - mean) / s and P = I - 1 1^T/d - z z^T/d symmetric
  * (docs/math.md section 3, LayerNorm). Products with it cost O(d^2):
- * J M = (1/s) P (diag(gamma) M), M J = (1/s) (M P) diag(gamma), with P Y = Y - 1 (1^T Y)/d - z (z^T Y)/d.
+ * J M = (1/s) P (diag(gamma) M) (M [d, c]), M J = (1/s) (M P) diag(gamma), with P Y = Y - 1 (1^T Y)/d - z (z^T Y)/d.
  *
  * @param x the row [d]; @param gamma [d]; @param eps LayerNorm epsilon.
  * @example layerNormRowJacobian([1, -1], [1, 1], 0).matrix() // zeros: a 2-entry row normalises to +-1 whatever its scale
  */
-export function layerNormRowJacobian(x: ArrayLike<number>, gamma: ArrayLike<number>, eps: number): RowJacobian {
+export function layerNormRowJacobian(
+  x: ArrayLike<number>,
+  gamma: ArrayLike<number>,
+  eps: number,
+): RowJacobian {
   const d = x.length;
   let mean = 0;
   for (let a = 0; a < d; a++) mean += x[a];
@@ -111,16 +140,17 @@ export function layerNormRowJacobian(x: ArrayLike<number>, gamma: ArrayLike<numb
   for (let a = 0; a < d; a++) v += (x[a] - mean) ** 2;
   const s = Math.sqrt(v / d + eps);
   const z = Float64Array.from(x, (t) => (t - mean) / s);
-  // P Y for Y [d, d]: subtract the column means and the z-projection of each column.
-  const projectColumns = (y: Float64Array) => {
-    const colSum = new Float64Array(d);
-    const colZ = new Float64Array(d);
+  // P Y for Y [d, c]: subtract the column means and the z-projection of each column.
+  const projectColumns = (y: Float64Array, c: number) => {
+    const colSum = new Float64Array(c);
+    const colZ = new Float64Array(c);
     for (let a = 0; a < d; a++)
-      for (let b = 0; b < d; b++) {
-        colSum[b] += y[a * d + b];
-        colZ[b] += z[a] * y[a * d + b];
+      for (let b = 0; b < c; b++) {
+        colSum[b] += y[a * c + b];
+        colZ[b] += z[a] * y[a * c + b];
       }
-    for (let a = 0; a < d; a++) for (let b = 0; b < d; b++) y[a * d + b] -= (colSum[b] + z[a] * colZ[b]) / d;
+    for (let a = 0; a < d; a++)
+      for (let b = 0; b < c; b++) y[a * c + b] -= (colSum[b] + z[a] * colZ[b]) / d;
     return y;
   };
   // Y P for Y [d, d]: the same on the rows (P is symmetric).
@@ -141,14 +171,17 @@ export function layerNormRowJacobian(x: ArrayLike<number>, gamma: ArrayLike<numb
     matrix() {
       const j = new Float64Array(d * d);
       for (let a = 0; a < d; a++)
-        for (let b = 0; b < d; b++) j[a * d + b] = (gamma[b] / s) * ((a === b ? 1 : 0) - 1 / d - (z[a] * z[b]) / d);
+        for (let b = 0; b < d; b++)
+          j[a * d + b] = (gamma[b] / s) * ((a === b ? 1 : 0) - 1 / d - (z[a] * z[b]) / d);
       return j;
     },
     leftTimes(m) {
-      // (1/s) P diag(gamma) M: scale row a of M by gamma_a / s, then project the columns.
-      const y = new Float64Array(d * d);
-      for (let a = 0; a < d; a++) for (let b = 0; b < d; b++) y[a * d + b] = (m[a * d + b] * gamma[a]) / s;
-      return projectColumns(y);
+      // (1/s) P diag(gamma) M for M [d, c]: scale row a of M by gamma_a / s, then project the columns.
+      const c = m.length / d;
+      const y = new Float64Array(d * c);
+      for (let a = 0; a < d; a++)
+        for (let b = 0; b < c; b++) y[a * c + b] = (m[a * c + b] * gamma[a]) / s;
+      return projectColumns(y, c);
     },
     rightTimes(m) {
       // (1/s) (M P) diag(gamma): project the rows of M, then scale column b by gamma_b / s.
@@ -165,9 +198,16 @@ export function layerNormRowJacobian(x: ArrayLike<number>, gamma: ArrayLike<numb
  * @param g act'(h) of the row [hidden]; @param w1 [d, hidden]; @param w2 [hidden, d] (row-major).
  * @example mlpRowJacobian(g, w1, w2, 64, 128).matrix().length // 4096
  */
-export function mlpRowJacobian(g: ArrayLike<number>, w1: Float64Array, w2: Float64Array, d: number, hidden: number): RowJacobian {
+export function mlpRowJacobian(
+  g: ArrayLike<number>,
+  w1: Float64Array,
+  w2: Float64Array,
+  d: number,
+  hidden: number,
+): RowJacobian {
   const w1g = new Float64Array(d * hidden);
-  for (let a = 0; a < d; a++) for (let u = 0; u < hidden; u++) w1g[a * hidden + u] = w1[a * hidden + u] * g[u];
+  for (let a = 0; a < d; a++)
+    for (let u = 0; u < hidden; u++) w1g[a * hidden + u] = w1[a * hidden + u] * g[u];
   const m = new Float64Array(d * d);
   matMulInto(w1g, w2, m, d, hidden, d);
   return denseRowJacobian(m, d);

@@ -252,7 +252,9 @@ export function powerIterationLipschitz(
     z.dispose();
     for (let i = 0; i < data.length; i++)
       if (!Number.isFinite(data[i]))
-        throw new NonFiniteError(`power iteration: Df^T Df v has a non-finite entry (${data[i]}) at ${i}: the model's Jacobian overflows float32 (weights far too large?)`);
+        throw new NonFiniteError(
+          `power iteration: Df^T Df v has a non-finite entry (${data[i]}) at ${i}: the model's Jacobian overflows float32 (weights far too large?)`,
+        );
     return Float64Array.from(data);
   };
 
