@@ -39,14 +39,10 @@ export interface AttentionDetail {
   heads: HeadReport[];
 }
 
-/**
- * Weight-only quantities of an attention layer: per head {@link HeadNorms}, ||W_O||_2, and
- * float64 copies of W_Q, W_K, W_V [d, d] (all heads' columns) for `fused` after a row-wise map.
- */
+/** Weight-only quantities of an attention layer: per head {@link HeadNorms}, and ||W_O||_2. */
 export interface AttentionPrepared {
   heads: HeadNorms[];
   wo: number;
-  w64: { wq: Float64Array; wk: Float64Array; wv: Float64Array };
 }
 
 /**
@@ -77,12 +73,7 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const qkv = params as Parameters<typeof headWeightsFrom>[0];
     for (let h = 0; h < heads; h++)
       norms.push(headWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
-    const w64 = {
-      wq: Float64Array.from(params.wq.data),
-      wk: Float64Array.from(params.wk.data),
-      wv: Float64Array.from(params.wv.data),
-    };
-    return { heads: norms, wo: spectralNorm(params.wo.data, d, d), w64 };
+    return { heads: norms, wo: spectralNorm(params.wo.data, d, d) };
   },
   rule: (layer) => attentionRule(layer),
   // `fused` after a row-wise map (a pre-LN block's LayerNorm): each head's paths see the map's
@@ -91,7 +82,10 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     if (!layer.options.variants.includes("fused")) return {};
     const n = input(layer).shape[0];
     const H = layer.prepared.heads.length;
-    const pres = preRowwise(before.rowJacobian, n, layer.prepared.w64, H, before.bound.fused);
+    // The weights as stored (float32 entries read exactly into the float64 products).
+    const { wq, wk, wv } = layer.params;
+    const w = { wq: wq.data, wk: wk.data, wv: wv.data };
+    const pres = preRowwise(before.rowJacobian, n, w, H, before.bound.fused);
     const heads = attentionRule(layer, pres).detail as AttentionDetail;
     return {
       fused: attentionLayerBound(

@@ -481,12 +481,16 @@ export function attentionHeadBounds(
         pre.nu.length !== n)
     )
       throw new RangeError(`attention head: pre must hold ${n} rows of d_k = ${dk}`);
-    const nu = pre?.nu ?? new Float64Array(n).fill(norms.wv);
     const kappa = pre?.kappa ?? new Float64Array(n).fill(norms.wk);
-    // Value path: ||sum_j P_ij e_j L_j W_V|| <= sum_j P_ij nu_j ||e_j|| with P >= 0.
-    const pNu = new Float64Array(n * n);
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) pNu[i * n + j] = pm[i * n + j] * nu[j];
-    fusedValue = spectralNorm(pNu, n, n);
+    // Value path: ||sum_j P_ij e_j L_j W_V|| <= sum_j P_ij nu_j ||e_j|| with P >= 0; without a
+    // map every nu_j is ||W_V|| and this is the value path above.
+    if (pre === undefined) fusedValue = valuePath;
+    else {
+      const pNu = new Float64Array(n * n);
+      for (let i = 0; i < n; i++)
+        for (let j = 0; j < n; j++) pNu[i * n + j] = pm[i * n + j] * pre.nu[j];
+      fusedValue = spectralNorm(pNu, n, n);
+    }
     fusedQuery =
       pre === undefined && wanted.includes("cov")
         ? queryExact
@@ -682,7 +686,7 @@ function tokenKeyPaths(
   const u = new Float64Array(dk);
   const weights = new Float64Array(n);
   // lambda_max of the Gram matrix of V^T J_i diag(c) for row i and column weights c.
-  const squaredNorm = (i: number, c: (j: number) => number) => {
+  const squaredNorm = (i: number, c: Float64Array) => {
     g.fill(0);
     m.fill(0);
     u.fill(0);
@@ -692,7 +696,7 @@ function tokenKeyPaths(
       const p = pm[i * n + j];
       if (p === 0) continue;
       mass += p;
-      const w = p * c(j);
+      const w = p * c[j];
       w2 += w * w;
       for (let t = 0; t < dk; t++) {
         m[t] += p * vc[j * dk + t];
@@ -710,7 +714,7 @@ function tokenKeyPaths(
   let pairSum = 0;
   for (let i = 0; i < n; i++) {
     if (!rows.live[i]) continue;
-    const tau2 = squaredNorm(i, (j) => kappa[j]);
+    const tau2 = squaredNorm(i, kappa);
     if (tau2 > 0)
       for (let a = 0; a < dk; a++) {
         const qa = q[i * dk + a];
@@ -728,7 +732,7 @@ function tokenKeyPaths(
       }
       weights[j] = Math.sqrt(Math.max(r, 0));
     }
-    pairSum += squaredNorm(i, (j) => weights[j]);
+    pairSum += squaredNorm(i, weights);
   }
   return [Math.sqrt(Math.max(symMaxEigenvalue(cq, dk), 0)), Math.sqrt(pairSum)];
 }

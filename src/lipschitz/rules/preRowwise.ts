@@ -19,7 +19,11 @@ import { rowTimes, type RowJacobian } from "./rowwise.ts";
 export function preRowwise(
   rowJacobian: (row: number) => RowJacobian,
   n: number,
-  w: { wq: Float64Array; wk: Float64Array; wv: Float64Array },
+  w: {
+    wq: Float32Array | Float64Array;
+    wk: Float32Array | Float64Array;
+    wv: Float32Array | Float64Array;
+  },
   heads: number,
   factor: number,
 ): PreRowwise[] {

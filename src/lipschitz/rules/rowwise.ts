@@ -21,7 +21,7 @@ export interface RowJacobian {
   /** The dense matrix. */
   matrix(): Float64Array;
   /** J M for M [d, c] (c = m.length / d; absent: dense product). */
-  leftTimes?(m: Float64Array): Float64Array;
+  leftTimes?(m: Float32Array | Float64Array): Float64Array;
   /** M J for M [d, d] (absent: dense product). */
   rightTimes?(m: Float64Array): Float64Array;
 }
@@ -50,7 +50,7 @@ function product(a: Float64Array, b: Float64Array, d: number): Float64Array {
  * @throws RangeError when m.length is not a multiple of d.
  * @example rowTimes(layerNormRowJacobian(x, gamma, 1e-5), wq).length // d * d
  */
-export function rowTimes(j: RowJacobian, m: Float64Array): Float64Array {
+export function rowTimes(j: RowJacobian, m: Float32Array | Float64Array): Float64Array {
   const { d } = j;
   if (m.length % d !== 0)
     throw new RangeError(`rowTimes: expected a [${d}, c] matrix, got ${m.length} entries`);
