@@ -82,7 +82,8 @@ export function analysisTables(analysis: Analysis): string {
         (floor.floorOverTrue === null ? "" : `, ${formatNumber(floor.floorOverTrue.median)}x the network's true value`) +
         `; the tightest network bound (${tightest}) is ${formatNumber(floor.boundOverFloor[tightest].median)}x the floor.`,
     );
-  }
+  } else if (analysis.summary.blocks.length > 0)
+    parts.push("Composition floor: not computed (it needs the blocks' true values; --no-block-truth left them out).");
   const outside = Object.entries(analysis.outside);
   if (outside.length > 0)
     parts.push(`Factors outside the blocks (medians; the same for every variant): ${outside.map(([name, v]) => `${name} ${formatNumber(median(v))}`).join(", ")}.`);

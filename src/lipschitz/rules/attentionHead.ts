@@ -528,7 +528,11 @@ export function attentionHeadBounds(
     "t3-exact": t3(sMax.exact),
     dist: valuePath + queryRelaxed + keyPath,
     cov: valuePath + queryExact + keyPath,
-    fused: fusedValue + fusedQuery + fusedKey,
+    // Without a map `fused` <= `cov` (docs/math.md section 2); the min keeps it so in rounding too.
+    fused:
+      options.pre === undefined && wanted.includes("cov")
+        ? Math.min(fusedValue + fusedQuery + fusedKey, valuePath + queryExact + keyPath)
+        : fusedValue + fusedQuery + fusedKey,
     castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
   };
   const values = {} as VariantValues;
