@@ -134,6 +134,18 @@ const PRESETS = {
     norm: "pre",
     lnEps: 1e-5,
   },
+  // The text counterpart of vit-micro: 48 tokens, d 16, 2 heads, 1 block (the quick text demo's model).
+  "text-micro": {
+    kind: "text",
+    vocabSize: 2000,
+    maxLength: 48,
+    dModel: 16,
+    heads: 2,
+    blocks: 1,
+    mlpHidden: 32,
+    classes: 2,
+    pooling: "cls",
+  },
   "text-tiny": {
     kind: "text",
     vocabSize: 8000,
@@ -180,8 +192,9 @@ export function parseModelConfig(json: unknown): ModelConfig {
 
 /**
  * A built-in configuration by name: `vit-tiny` (28x28x1 images, patch 4, d 64, 4 heads, 4 blocks,
- * MLP 128, 10 classes) or `text-tiny` (vocabulary 8000, length 128, d 64, 4 heads, 2 blocks,
- * MLP 128, 2 classes).
+ * MLP 128, 10 classes), `text-tiny` (vocabulary 8000, length 128, d 64, 4 heads, 2 blocks,
+ * MLP 128, 2 classes), and the seconds-scale `vit-micro` (patch 7, d 16, 2 heads, 1 block, MLP
+ * 32) and `text-micro` (vocabulary 2000, length 48, d 16, 2 heads, 1 block, MLP 32).
  *
  * @throws ConfigError listing the known presets when `name` is not one of them.
  */

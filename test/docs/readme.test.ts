@@ -3,17 +3,12 @@
 // (a renamed or removed flag would otherwise leave README telling users to type an error).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { buildProgram } from "../../src/cli/program.ts";
+import { readmeShellLines } from "../helpers/readme.ts";
 
-const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
-
-/** The attnlip command lines of README's sh blocks, continuation lines joined, comments dropped. */
+/** The attnlip command lines of README's sh blocks, split into words after `npx attnlip`. */
 function readmeCommands(): string[][] {
-  const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1].replace(/\\\n\s*/g, " "));
-  const lines = blocks.flatMap((b) => b.split("\n")).flatMap((l) => l.split("&&"));
-  return lines
-    .map((l) => l.replace(/#.*$/, "").trim())
+  return readmeShellLines()
     .filter((l) => l.startsWith("npx attnlip "))
     .map((l) => l.slice("npx attnlip ".length).split(/\s+/));
 }
@@ -29,9 +24,12 @@ test("every attnlip command in README's examples exists and uses only its own fl
       problems.push(`unknown command ${name}`);
       continue;
     }
-    const flags = new Set(command.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined)));
+    const flags = new Set(
+      command.options.flatMap((o) => [o.long, o.short].filter((f): f is string => f !== undefined)),
+    );
     for (const arg of args)
-      if (arg.startsWith("--") && !flags.has(arg.split("=")[0]) && arg !== "--help") problems.push(`${name}: unknown flag ${arg}`);
+      if (arg.startsWith("--") && !flags.has(arg.split("=")[0]) && arg !== "--help")
+        problems.push(`${name}: unknown flag ${arg}`);
   }
   assert.deepEqual(problems, []);
 });
