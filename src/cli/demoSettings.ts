@@ -76,7 +76,7 @@ export const FULL_TEXT_DEMO: DemoSettings = {
   jasmin: 0.1,
   analyzeN: 8,
   attackN: 64,
-  eps: [0, 0.1, 0.25, 0.5],
+  eps: [0, 0.05, 0.1, 0.25],
   steps: 5,
   iterations: 40,
 };

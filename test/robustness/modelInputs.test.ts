@@ -21,7 +21,7 @@ await useBackend("wasm");
 test("model inputs are found by the config's kind; an unknown kind, a taken kind and data of the other task are refused", () => {
   assert.equal(modelInputs("vit", "me").defaultData, "mnist");
   assert.equal(modelInputs("text", "me").defaultData, "spam");
-  assert.deepEqual(modelInputs("text", "me").defaultEps("l2"), [0, 0.25, 0.5, 1]);
+  assert.deepEqual(modelInputs("text", "me").defaultEps("l2"), [0, 0.05, 0.1, 0.25]);
   assert.throws(() => modelInputs("audio", "analyze"), (e: unknown) => e instanceof InputError && /^analyze: no inputs are registered for a "audio" model \(known: vit, text/.test((e as Error).message));
   assert.throws(() => registerModelInputs(IMAGE_INPUTS), /model kind "vit" already has inputs/);
   assert.throws(
