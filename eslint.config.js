@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "runs/", "bench/results/", "coverage/"] },
+  { ignores: ["node_modules/", "runs/", "bench/results/", "coverage/", "dist/", "docs/api/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -13,6 +13,6 @@ export default tseslint.config(
   },
   {
     files: ["**/*.js", "**/*.mjs"],
-    languageOptions: { globals: { process: "readonly", console: "readonly" } },
+    languageOptions: { globals: { process: "readonly", console: "readonly", URL: "readonly" } },
   },
 );

@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { Command, CommanderError } from "commander";
 import { sigmaCommand } from "./sigmaCommand.ts";
 import { demoCommand } from "./demoCommand.ts";
@@ -9,6 +10,11 @@ import { exportCommand } from "./exportCommand.ts";
 import { studyCommand } from "./studyCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 
+/** package.json's version (src/cli/ and the built dist/cli/ both sit two folders below it). */
+function packageVersion(): string {
+  return (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
+}
+
 /**
  * The `attnlip` command line. Exit codes: 0 success, 2 bad input (one line on stderr),
  * 1 internal error (one line; ATTNLIP_DEBUG=1 prints the stack).
@@ -18,7 +24,7 @@ export function buildProgram(): Command {
     .description(
       "Local Lipschitz bounds of transformers from their attention distributions (arXiv:2507.07814), JaSMin training and robustness evaluation",
     )
-    .version("0.1.0")
+    .version(packageVersion())
     .showHelpAfterError(false)
     .exitOverride();
   program.addCommand(demoCommand());
@@ -56,7 +62,11 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help")
+      if (
+        error.code === "commander.helpDisplayed" ||
+        error.code === "commander.version" ||
+        error.code === "commander.help"
+      )
         return 0;
       return 2; // commander already printed its one-line message
     }

@@ -1,7 +1,8 @@
 import { existsSync, statSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readSafetensors, type DecodedTensor } from "../io/safetensors.ts";
+import type { DecodedTensor } from "../io/safetensors.ts";
+import { readSafetensors } from "../io/safetensorsFile.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
 import { createModel, type Model } from "../nn/create.ts";

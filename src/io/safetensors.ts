@@ -1,6 +1,4 @@
-import { readFile } from "node:fs/promises";
 import { InputError } from "../util/errors.ts";
-import { writeFileAtomically } from "./atomicWrite.ts";
 import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
 
 /**
@@ -13,7 +11,9 @@ import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
  *   bytes 8+N..     the data section: raw little-endian, row-major tensor data; data_offsets are
  *                   byte offsets relative to the start of this section, end exclusive
  *
- * The reader validates every length and offset before it allocates anything from it, so a
+ * Bytes in, bytes out: nothing here touches the file system, so the format runs in a browser
+ * (readSafetensors and writeSafetensors, in safetensorsFile.ts, add the files). The reader
+ * validates every length and offset before it allocates anything from it, so a
  * corrupt or hostile file gives a SafetensorsError naming the file and the problem, never a
  * huge allocation or an out-of-range read.
  */
@@ -189,20 +189,6 @@ export function encodeSafetensors(
     at += data.byteLength;
   }
   return out;
-}
-
-/**
- * Writes float32 tensors to a safetensors file atomically (temporary file, fsync, rename; see
- * writeFileAtomically), creating the folder. Same layout as {@link encodeSafetensors}.
- *
- * @throws as encodeSafetensors, and on file-system errors.
- */
-export async function writeSafetensors(
-  path: string,
-  tensors: Map<string, TensorToWrite>,
-  metadata?: Record<string, string>,
-): Promise<void> {
-  await writeFileAtomically(path, encodeSafetensors(tensors, metadata));
 }
 
 /**
@@ -490,21 +476,4 @@ function checkExpectedShapes(
     throw new SafetensorsError(
       `${file}: tensors do not match the expected ones: ${problems.join("; ")}`,
     );
-}
-
-/**
- * Reads and decodes a safetensors file (see {@link decodeSafetensors}); errors name `path`
- * unless `options.name` is given.
- *
- * @throws SafetensorsError on a malformed file; the file-system error when it cannot be read.
- */
-export async function readSafetensors(
-  path: string,
-  options: DecodeSafetensorsOptions = {},
-): Promise<DecodedSafetensors> {
-  const bytes = await readFile(path);
-  return decodeSafetensors(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), {
-    ...options,
-    name: options.name ?? path,
-  });
 }

@@ -1,9 +1,16 @@
-// The entry point of every attnlip worker thread (src/parallel/pool.ts). Worker threads do not
-// inherit the tsx loader that bin/attnlip.js registers in the main thread, so each registers
-// it again before loading the TypeScript task handlers.
-import { register } from "tsx/esm/api";
+// The entry point of every attnlip worker thread (src/parallel/pool.ts). In the built package
+// (dist/, `npm run build`) it sits beside the compiled task handlers and loads them. In a
+// checkout it sits beside the TypeScript sources: worker threads do not inherit the tsx loader
+// that bin/attnlip.js registers in the main thread, so it registers it again first.
+import { existsSync } from "node:fs";
 
-register();
-const { runTask } = await import("./handlers.ts");
+const compiled = new URL("./handlers.js", import.meta.url);
+let handlers;
+if (existsSync(compiled)) handlers = await import(compiled.href);
+else {
+  const { register } = await import("tsx/esm/api");
+  register();
+  handlers = await import("./handlers.ts");
+}
 
-export default runTask;
+export default handlers.runTask;

@@ -23,7 +23,7 @@ export const LAYERS = [
   ["report"],
   ["parallel"],
   ["cli"],
-  ["index.ts"],
+  ["index.ts", "node.ts"],
 ];
 
 function rank(file: string): number {
@@ -84,4 +84,23 @@ test("no import cycle between files (code that loads at run time)", () => {
   };
   for (const f of graph.keys()) visit(f, []);
   assert.deepEqual(cycles, []);
+});
+
+test('the library entry (src/index.ts, the package\'s "attnlip") loads no Node module, directly or through its imports', () => {
+  const seen = new Set<string>();
+  const queue = [join(src, "index.ts")];
+  const nodeImports: string[] = [];
+  while (queue.length > 0) {
+    const f = queue.pop()!;
+    if (seen.has(f)) continue;
+    seen.add(f);
+    const text = readFileSync(f, "utf8");
+    for (const m of text.matchAll(
+      /^\s*(?:import|export)(?!\s+type\b)[^;]*?\bfrom\s*"(node:[^"]+)"|\bimport\(\s*"(node:[^"]+)"\s*\)|^\s*import\s*"(node:[^"]+)"/gm,
+    ))
+      nodeImports.push(`${relative(src, f)}: ${m[1] ?? m[2] ?? m[3]}`);
+    queue.push(...imports(f, false));
+  }
+  assert.ok(seen.size > 50, `walked only ${seen.size} files`);
+  assert.deepEqual(nodeImports, []);
 });

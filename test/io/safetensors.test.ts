@@ -3,13 +3,8 @@ import assert from "node:assert/strict";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  decodeSafetensors,
-  encodeSafetensors,
-  readSafetensors,
-  SafetensorsError,
-  writeSafetensors,
-} from "../../src/io/safetensors.ts";
+import { decodeSafetensors, encodeSafetensors, SafetensorsError } from "../../src/io/safetensors.ts";
+import { readSafetensors, writeSafetensors } from "../../src/io/safetensorsFile.ts";
 import { InputError } from "../../src/util/errors.ts";
 
 /** A safetensors file from a header (object or raw text), data bytes and an optional length override. */
