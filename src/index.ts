@@ -34,7 +34,6 @@ export {
   type ConvergenceSummary,
   type FloorSummary,
 } from "./analysis/analyze.ts";
-export { analysisTables } from "./analysis/table.ts";
 export {
   decodeSafetensors,
   encodeSafetensors,
@@ -44,4 +43,4 @@ export {
   type SafetensorsDtype,
   type TensorToWrite,
 } from "./io/safetensors.ts";
-export { useBackend, BACKENDS, type BackendName } from "./backend.ts";
+export { tf, useBackend, BACKENDS, type BackendName } from "./backend.ts";

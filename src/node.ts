@@ -20,5 +20,6 @@ export { runAnalyze, type AnalyzeRun, type AnalyzeResult } from "./cli/analyzeRu
 export { runAttack, type AttackRun, type AttackRecord } from "./cli/attackRun.ts";
 export { readSafetensors, writeSafetensors } from "./io/safetensorsFile.ts";
 export { writeAnalysis } from "./analysis/files.ts";
+export { analysisTables } from "./analysis/table.ts";
 export { buildReport, writeReport, type ReportRun, type ReportOptions } from "./report/report.ts";
 export { loadRun, type RunData } from "./report/load.ts";

@@ -1,12 +1,7 @@
 import Table from "cli-table3";
+import { formatNumber } from "./format.ts";
 
-/** Formats a number for tables: 6 significant digits, "-" for missing or non-finite values. */
-export function formatNumber(value: number | undefined | null, digits = 6): string {
-  if (value === undefined || value === null || !Number.isFinite(value)) return "-";
-  if (value === 0) return "0";
-  const abs = Math.abs(value);
-  return abs >= 1e-4 && abs < 1e6 ? Number(value.toPrecision(digits)).toString() : value.toExponential(digits - 1);
-}
+export { formatNumber };
 
 /** Renders rows under a header as a plain-text table (cli-table3, no colours). */
 export function renderTable(head: string[], rows: (string | number)[][]): string {

@@ -1,7 +1,7 @@
 import { tf } from "../../backend.ts";
 import { imageEvaluationSplit } from "../../data/evaluationInputs.ts";
 import { InputError } from "../../util/errors.ts";
-import { formatNumber } from "../../util/table.ts";
+import { formatNumber } from "../../util/format.ts";
 import { ATTACK_DEFAULTS, type DefaultNorm } from "../defaults.ts";
 import { imageSpace } from "../inputSpace.ts";
 import { epsLimit } from "../options.ts";
