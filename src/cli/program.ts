@@ -8,6 +8,7 @@ import { attackCommand } from "./attackCommand.ts";
 import { reportCommand } from "./reportCommand.ts";
 import { exportCommand } from "./exportCommand.ts";
 import { studyCommand } from "./studyCommand.ts";
+import { exploreCommand } from "./exploreCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 
 /** package.json's version (src/cli/ and the built dist/cli/ both sit two folders below it). */
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   program.addCommand(reportCommand());
   program.addCommand(exportCommand());
   program.addCommand(studyCommand());
+  program.addCommand(exploreCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;

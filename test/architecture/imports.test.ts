@@ -21,6 +21,7 @@ export const LAYERS = [
   ["analysis"],
   ["study"],
   ["report"],
+  ["explorer"],
   ["parallel"],
   ["cli"],
   ["index.ts", "node.ts"],

@@ -1,0 +1,153 @@
+import { createServer, type Server } from "node:http";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { useBackend } from "../backend.ts";
+import { imageEvaluationSplit } from "../data/evaluationInputs.ts";
+import { bundleExplorer } from "../explorer/bundle.ts";
+import { explorerHtml } from "../explorer/html.ts";
+import { writeFileAtomically } from "../io/atomicWrite.ts";
+import { encodeSafetensors } from "../io/safetensors.ts";
+import type { VitConfig } from "../nn/config.ts";
+import { InputError } from "../util/errors.ts";
+import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
+import { evaluatedModel } from "./evaluatedModel.ts";
+
+/** The explorer's bundled model: a vit-micro trained on the embedded MNIST (models/vit-micro-mnist/). */
+export const BUNDLED_MODEL = fileURLToPath(
+  new URL("../../models/vit-micro-mnist/", import.meta.url),
+);
+
+/**
+ * Every file of the explorer page for a model: index.html, page.js, worker.js, the model as
+ * attnlip config and weights (model/config.json, model/model.safetensors, model/info.json),
+ * and its first `digits` held-out test digits (digits.json: pixels and labels).
+ *
+ * @param checkpoint an attnlip checkpoint or a Hugging Face ViT folder [the bundled model].
+ * @throws InputError on a text model, a model that does not read 28 x 28 x 1 images (the page
+ *   draws MNIST-sized digits), or as `analyze` on a broken checkpoint or data.
+ * @example const files = await explorerFiles(undefined, 12); files.get("index.html")
+ */
+export async function explorerFiles(
+  checkpoint: string | undefined,
+  digits: number,
+): Promise<Map<string, string | Uint8Array>> {
+  const folder = checkpoint ?? BUNDLED_MODEL;
+  await useBackend("cpu"); // the command only reads the model and its digits; the page computes
+  const { model, source, trained, imported } = await evaluatedModel(
+    "explore",
+    folder,
+    "vit-micro",
+    0,
+  );
+  try {
+    const config = model.config;
+    if (config.kind !== "vit")
+      throw new InputError(
+        `explore: ${folder} is a text model; the explorer shows image models (ViTs) for now`,
+      );
+    const c = config as VitConfig;
+    if (c.imageSize !== 28 || c.channels !== 1)
+      throw new InputError(
+        `explore: ${folder} reads ${c.imageSize}x${c.imageSize}x${c.channels} images; the explorer draws 28x28 grey digits (MNIST-sized models) for now`,
+      );
+    const { split, info } = await imageEvaluationSplit({
+      who: "explore",
+      data: undefined,
+      trained,
+      imported,
+      seed: 0,
+      n: digits,
+    });
+    const size = 28 * 28;
+    const digitList = Array.from({ length: split.count }, (_, i) => ({
+      pixels: Array.from(
+        split.images.subarray(i * size, (i + 1) * size),
+        (v) => Math.round(v * 1000) / 1000,
+      ),
+      label: split.labels[i],
+    }));
+    const name = checkpoint === undefined ? "vit-micro trained on MNIST (bundled)" : source;
+    const scripts = await bundleExplorer();
+    return new Map<string, string | Uint8Array>([
+      ["index.html", explorerHtml(name)],
+      ["page.js", scripts["page.js"]],
+      ["worker.js", scripts["worker.js"]],
+      ["model/config.json", JSON.stringify(config)],
+      ["model/model.safetensors", encodeSafetensors(model.getWeights())],
+      ["model/info.json", JSON.stringify({ name, split: info })],
+      ["digits.json", JSON.stringify(digitList)],
+    ]);
+  } finally {
+    model.dispose();
+  }
+}
+
+const TYPES: Record<string, string> = {
+  html: "text/html; charset=utf-8",
+  js: "text/javascript; charset=utf-8",
+  json: "application/json",
+  safetensors: "application/octet-stream",
+};
+
+/**
+ * Serves the explorer's files over HTTP on host:port (port 0: any free port) until closed.
+ *
+ * @returns the page's URL and a close function.
+ * @throws InputError when the port is taken or cannot be opened.
+ * @example const { url, close } = await serveExplorer(await explorerFiles(undefined, 12), "127.0.0.1", 0); await close();
+ */
+export async function serveExplorer(
+  files: Map<string, string | Uint8Array>,
+  host: string,
+  port: number,
+): Promise<{ url: string; close: () => Promise<void> }> {
+  const server: Server = createServer((request, response) => {
+    const path =
+      decodeURIComponent((request.url ?? "/").split("?")[0]).replace(/^\/+/, "") || "index.html";
+    const body = files.get(path);
+    if (request.method !== "GET" || body === undefined) {
+      response.writeHead(404, { "content-type": "text/plain" }).end("not found");
+      return;
+    }
+    response
+      .writeHead(200, {
+        "content-type": TYPES[path.split(".").pop()!] ?? "application/octet-stream",
+        "cache-control": "no-store",
+      })
+      .end(body);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (e: NodeJS.ErrnoException) =>
+      reject(
+        new InputError(
+          `explore: --port ${port}: ${e.code === "EADDRINUSE" ? "in use by another program; pick another port, or 0 for any free one" : e.message}`,
+        ),
+      ),
+    );
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  const bound = typeof address === "object" && address !== null ? address.port : port;
+  return {
+    url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}/`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * Writes the explorer's files into `out` (a static site any web server can serve).
+ *
+ * @throws InputError when `out` already holds an explorer (index.html) and `force` is false.
+ * @example await writeExplorer(await explorerFiles(undefined, 12), "explorer", false)
+ */
+export async function writeExplorer(
+  files: Map<string, string | Uint8Array>,
+  out: string,
+  force: boolean,
+): Promise<void> {
+  checkOutPath(out, "folder", "--out", "explore");
+  refuseToReplace([join(out, "index.html")], force, "explore", "DIR");
+  await mkdir(join(out, "model"), { recursive: true });
+  for (const [path, body] of files) await writeFileAtomically(join(out, path), body);
+}

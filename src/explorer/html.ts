@@ -1,0 +1,70 @@
+/**
+ * The explorer's HTML: three panels (attention-row playground, model view, attack panel) and
+ * the status line; page.js fills them. Styles reflow to one column below 900 px.
+ *
+ * @param title the page title (the model's name).
+ * @example explorerHtml("vit-micro on MNIST").startsWith("<!doctype html>") // true
+ */
+export function explorerHtml(title: string): string {
+  const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>attnlip explorer: ${esc(title)}</title>
+<style>
+body { font: 14px Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1300px; padding: 12px; color: #222; }
+h1 { font-size: 20px; margin: 4px 0; } h2 { font-size: 16px; margin: 6px 0; }
+#status { position: sticky; top: 0; background: #fffbe6; padding: 4px 8px; border: 1px solid #eed; min-height: 1.2em; }
+.panels { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+section { border: 1px solid #ddd; border-radius: 4px; padding: 8px; overflow-x: auto; }
+section.wide { grid-column: 1 / -1; }
+@media (max-width: 900px) { .panels { grid-template-columns: 1fr; } }
+table { border-collapse: collapse; } th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; font-size: 12px; }
+th { background: #f6f6f6; } small { color: #666; }
+canvas#draw { width: 280px; height: 280px; touch-action: none; cursor: crosshair; border: 1px solid #999; }
+canvas.digit { cursor: pointer; margin: 2px; border: 1px solid #ccc; }
+canvas#input, canvas#adversarial { width: 112px; height: 112px; border: 1px solid #999; image-rendering: pixelated; }
+.row { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
+label { margin-right: 8px; } input#row { width: 260px; }
+</style>
+</head>
+<body>
+<h1>attnlip explorer</h1>
+<p>Model: <strong id="model-name">loading</strong>. How the attention distribution shapes the local
+Lipschitz constant (arXiv:2507.07814): sigma(p) = ||diag(p) - p p^T||_2 of each attention row,
+the bounds built from it, and the true values. <label>Another attnlip checkpoint folder
+(config.json + model.safetensors): <input type="file" id="folder" webkitdirectory multiple></label></p>
+<div id="status" role="status">starting...</div>
+<div class="panels">
+<section id="playground"><h2>An attention row</h2>
+<label>entries are <select id="row-mode"><option value="logits">logits (softmax first)</option><option value="probabilities">probabilities</option></select></label>
+<input id="row" value="2, 1.5, 0, -1"><br>
+<label>temperature <input id="temperature" type="range" min="0.05" max="5" step="0.05" value="1"> <span id="temperature-value">1.00</span></label>
+<div id="row-out"></div><div id="envelope"></div>
+</section>
+<section id="input-panel"><h2>An input</h2>
+<div class="row"><div><canvas id="draw" width="280" height="280"></canvas><br><button id="clear">clear</button> draw a digit, or pick a held-out test digit:</div></div>
+<div id="digits"></div>
+<div class="row"><canvas id="input" width="112" height="112"></canvas><div id="prediction"></div></div>
+</section>
+<section class="wide" id="bounds-panel"><h2>Local Lipschitz bounds beside the true values at this input</h2>
+<p><small>Each cell: the bound, and below it bound/true. Block true values are Krylov estimates from below; the network's is the exact input-Jacobian norm. docs/math.md derives every variant.</small></p>
+<div id="bounds"></div></section>
+<section id="maps-panel"><h2>Attention maps (block x head)</h2><div id="maps"></div></section>
+<section id="sigma-panel"><h2>Sigma of each attention row</h2><div id="row-sigma"></div></section>
+<section class="wide" id="attack-panel"><h2>Attack</h2>
+<label><select id="attack"><option value="pgd">PGD</option><option value="fgsm">FGSM</option></select></label>
+<label>l_inf eps <input id="eps" type="range" min="0" max="0.3" step="0.005" value="0.1"> <span id="eps-value">0.100</span></label>
+<label>PGD steps <input id="steps" type="number" min="1" max="100" value="10" style="width:4em"></label>
+<button id="run-attack">attack</button>
+<div class="row"><canvas id="adversarial" width="112" height="112"></canvas><div id="attack-out"></div><div id="margins"></div></div>
+</section>
+</div>
+<script src="page.js"></script>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,287 @@
+import { HEAD_VARIANTS } from "../lipschitz/rules/index.ts";
+import { renderVegaLite } from "../report/render.ts";
+import { attentionMapsSpec } from "../report/charts.ts";
+import { sigma } from "../softmax/sigma.ts";
+import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
+import { formatNumber } from "../util/format.ts";
+import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
+import type { Inspection } from "./compute.ts";
+import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
+
+// The explorer page (served by `attnlip explore`): an attention-row playground computed on the
+// page (closed forms are microseconds), and a model view and attack panel computed in a web
+// worker (worker.ts) so that the page never freezes. Plain DOM, no framework: the page has
+// three panels and a handful of controls.
+
+/** A held-out test digit sent by the command (digits.json). */
+interface Digit {
+  pixels: number[];
+  label: number;
+}
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const status = (text: string): void => {
+  $("status").textContent = text;
+};
+/** A request without its id (the union's members each lose theirs). */
+type Unsent = ExplorerRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
+
+// ---- worker: one request at a time; a newer request of the same kind supersedes a waiting one
+const worker = new Worker("worker.js");
+let nextId = 1;
+const pending = new Map<number, (reply: ExplorerReply) => void>();
+worker.onmessage = (event: MessageEvent<ExplorerReply>) => {
+  const reply = event.data;
+  if (reply.kind === "progress") return status(`${reply.text}...`);
+  pending.get(reply.id)?.(reply);
+  pending.delete(reply.id);
+};
+function ask(request: Unsent, transfer: Transferable[] = []): Promise<ExplorerReply> {
+  const id = nextId++;
+  return new Promise((resolve) => {
+    pending.set(id, resolve);
+    worker.postMessage({ ...request, id }, transfer);
+  });
+}
+
+// ---- attention-row playground
+function parseRow(text: string): number[] | null {
+  const values = text
+    .split(/[\s,]+/)
+    .filter((s) => s !== "")
+    .map(Number);
+  return values.length >= 2 && values.every(Number.isFinite) ? values : null;
+}
+
+function softmax(logits: number[], temperature: number): number[] {
+  const top = Math.max(...logits);
+  const e = logits.map((v) => Math.exp((v - top) / temperature));
+  const sum = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / sum);
+}
+
+async function updatePlayground(): Promise<void> {
+  const mode = $<HTMLSelectElement>("row-mode").value;
+  const temperature = Number($<HTMLInputElement>("temperature").value);
+  $("temperature-value").textContent = temperature.toFixed(2);
+  const values = parseRow($<HTMLInputElement>("row").value);
+  const out = $("row-out");
+  if (values === null) {
+    out.textContent = "give at least two numbers, separated by commas";
+    return;
+  }
+  let p: number[];
+  if (mode === "logits") p = softmax(values, temperature);
+  else {
+    const sum = values.reduce((a, b) => a + b, 0);
+    if (values.some((v) => v < 0) || !(sum > 0)) {
+      out.textContent =
+        "probabilities must be >= 0 with a positive sum (they are rescaled to sum 1)";
+      return;
+    }
+    p = values.map((v) => v / sum);
+  }
+  const sorted = [...p].sort((a, b) => b - a);
+  const s = sigma(p);
+  out.innerHTML = `<table><tr><th>p</th><td>${p.map((v) => formatNumber(v, 4)).join(", ")}</td></tr>
+<tr><th>sigma (exact)</th><td id="sigma-exact">${formatNumber(s)}</td></tr>
+<tr><th>sigma_top2 (closed form, upper bound)</th><td>${formatNumber(sigmaTop2(p))}</td></tr>
+<tr><th>sigma_quad (closed form, upper bound)</th><td>${formatNumber(sigmaQuad(p))}</td></tr>
+<tr><th>worst case (prior art)</th><td>0.5</td></tr>
+<tr><th>p(1), p(2)</th><td>${formatNumber(sorted[0], 4)}, ${formatNumber(sorted[1], 4)}</td></tr></table>`;
+  $("envelope").innerHTML = await renderVegaLite(envelopeWithRowSpec(sorted[0], s), "envelope");
+}
+
+// ---- model view
+let digits: Digit[] = [];
+let current: { pixels: number[]; label: number | null } | null = null;
+const canvas = () => $<HTMLCanvasElement>("draw");
+
+function drawPixels(target: HTMLCanvasElement, pixels: number[], side: number): void {
+  const ctx = target.getContext("2d")!;
+  const scale = target.width / side;
+  for (let y = 0; y < side; y++)
+    for (let x = 0; x < side; x++) {
+      const v = Math.round(255 * pixels[y * side + x]);
+      ctx.fillStyle = `rgb(${v},${v},${v})`;
+      ctx.fillRect(x * scale, y * scale, scale, scale);
+    }
+}
+
+/** The drawing canvas (280 x 280) averaged down to 28 x 28 pixels in [0, 1]. */
+function canvasPixels(): number[] {
+  const side = 28;
+  const data = canvas().getContext("2d")!.getImageData(0, 0, 280, 280).data;
+  const out = new Array<number>(side * side).fill(0);
+  for (let y = 0; y < 280; y++)
+    for (let x = 0; x < 280; x++)
+      out[Math.floor(y / 10) * side + Math.floor(x / 10)] += data[(y * 280 + x) * 4] / 255 / 100;
+  return out.map((v) => Math.min(1, Math.max(0, v)));
+}
+
+function setupDrawing(): void {
+  const c = canvas();
+  const ctx = c.getContext("2d")!;
+  ctx.fillStyle = "black";
+  ctx.fillRect(0, 0, 280, 280);
+  let down = false;
+  const at = (e: PointerEvent) => {
+    const r = c.getBoundingClientRect();
+    return [((e.clientX - r.left) * 280) / r.width, ((e.clientY - r.top) * 280) / r.height];
+  };
+  c.addEventListener("pointerdown", (e) => {
+    down = true;
+    const [x, y] = at(e);
+    ctx.beginPath();
+    ctx.moveTo(x, y);
+  });
+  c.addEventListener("pointermove", (e) => {
+    if (!down) return;
+    const [x, y] = at(e);
+    ctx.strokeStyle = "white";
+    ctx.lineWidth = 22;
+    ctx.lineCap = "round";
+    ctx.lineTo(x, y);
+    ctx.stroke();
+  });
+  const finish = () => {
+    if (!down) return;
+    down = false;
+    void show({ pixels: canvasPixels(), label: null });
+  };
+  c.addEventListener("pointerup", finish);
+  c.addEventListener("pointerleave", finish);
+  $("clear").addEventListener("click", () => {
+    ctx.fillStyle = "black";
+    ctx.fillRect(0, 0, 280, 280);
+  });
+}
+
+function boundsTable(r: Inspection): string {
+  const variants = HEAD_VARIANTS.filter((v) => r.layers.some((l) => l.bounds[v] !== undefined));
+  const head = `<tr><th>layer</th><th>true value</th>${variants.map((v) => `<th>${v}</th>`).join("")}</tr>`;
+  const rows = r.layers.map(
+    (l) =>
+      `<tr data-layer="${l.name}" data-true="${l.true}"><th>${l.name}</th><td>${formatNumber(l.true, 4)}</td>${variants
+        .map((v) => {
+          const b = l.bounds[v]!;
+          return `<td data-variant="${v}" data-bound="${b}">${formatNumber(b, 4)}<br><small>${formatNumber(b / l.true, 3)}x</small></td>`;
+        })
+        .join("")}</tr>`,
+  );
+  return `<table class="bounds">${head}${rows.join("")}</table>`;
+}
+
+async function show(input: { pixels: number[]; label: number | null }): Promise<void> {
+  current = input;
+  drawPixels($<HTMLCanvasElement>("input"), input.pixels, 28);
+  const reply = await ask({ kind: "inspect", pixels: input.pixels });
+  if (reply.kind === "error") return status(`error: ${reply.message}`);
+  if (reply.kind !== "inspected" || current !== input) return; // superseded by a newer input
+  const r = reply.result;
+  const predicted = r.probabilities.indexOf(Math.max(...r.probabilities));
+  $("prediction").innerHTML =
+    `predicted <strong id="predicted">${predicted}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
+    (input.label === null ? "" : `, true label <strong>${input.label}</strong>`);
+  $("bounds").innerHTML = boundsTable(r);
+  $("maps").innerHTML = await renderVegaLite(attentionMapsSpec(r.maps, r.n, 64), "maps");
+  $("row-sigma").innerHTML = await renderVegaLite(rowSigmaSpec(r.rowSigma), "rowsigma");
+  status(`analysed in ${reply.seconds.toFixed(1)} s`);
+}
+
+// ---- attack panel
+async function runAttack(): Promise<void> {
+  if (current === null) return status("pick or draw a digit first");
+  const eps = Number($<HTMLInputElement>("eps").value);
+  const attack = $<HTMLSelectElement>("attack").value as "fgsm" | "pgd";
+  const steps = Number($<HTMLInputElement>("steps").value);
+  const label = current.label ?? Number($("predicted").textContent);
+  const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
+  const reply = await ask({
+    kind: "attack",
+    pixels: current.pixels,
+    label,
+    attack,
+    eps: grid,
+    steps,
+  });
+  if (reply.kind === "error") return status(`error: ${reply.message}`);
+  if (reply.kind !== "attacked") return;
+  const last = reply.points.at(-1)!;
+  drawPixels($<HTMLCanvasElement>("adversarial"), reply.adversarial, 28);
+  $("attack-out").innerHTML =
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="adv-predicted">${last.predicted}</strong>, margin <span id="adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${label}; below 0 = misclassified)`;
+  $("margins").innerHTML = await renderVegaLite(marginSpec(reply.points), "margins");
+  status(`attacked in ${reply.seconds.toFixed(1)} s`);
+}
+
+// ---- start
+async function loadModel(config: unknown, weights: ArrayBuffer, name: string): Promise<boolean> {
+  const reply = await ask({ kind: "load", config, weights }, [weights]);
+  if (reply.kind === "error") {
+    status(`error: ${name}: ${reply.message}`);
+    return false;
+  }
+  $("model-name").textContent = name;
+  return true;
+}
+
+async function pickFolder(files: FileList | null): Promise<void> {
+  const byName = new Map([...(files ?? [])].map((f) => [f.name, f]));
+  const config = byName.get("config.json");
+  const weights = byName.get("model.safetensors");
+  if (config === undefined || weights === undefined)
+    return status(
+      "error: the folder needs config.json and model.safetensors (an attnlip checkpoint)",
+    );
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await config.text());
+  } catch {
+    return status("error: config.json is not valid JSON");
+  }
+  if (
+    await loadModel(
+      parsed,
+      await weights.arrayBuffer(),
+      config.webkitRelativePath.split("/")[0] || "your model",
+    )
+  )
+    if (current !== null) await show(current);
+}
+
+async function start(): Promise<void> {
+  for (const id of ["row", "row-mode", "temperature"])
+    $(id).addEventListener("input", () => void updatePlayground());
+  await updatePlayground();
+  setupDrawing();
+  $("run-attack").addEventListener("click", () => void runAttack());
+  $("eps").addEventListener("input", () => {
+    $("eps-value").textContent = Number($<HTMLInputElement>("eps").value).toFixed(3);
+  });
+  $<HTMLInputElement>("folder").addEventListener(
+    "change",
+    (e) => void pickFolder((e.target as HTMLInputElement).files),
+  );
+  const [info, config, weights, digitList] = await Promise.all([
+    fetch("model/info.json").then((r) => r.json() as Promise<{ name: string }>),
+    fetch("model/config.json").then((r) => r.json()),
+    fetch("model/model.safetensors").then((r) => r.arrayBuffer()),
+    fetch("digits.json").then((r) => r.json() as Promise<Digit[]>),
+  ]);
+  digits = digitList;
+  const strip = $("digits");
+  digits.forEach((d, i) => {
+    const c = document.createElement("canvas");
+    c.width = c.height = 56;
+    c.title = `held-out test digit ${i} (label ${d.label})`;
+    c.className = "digit";
+    c.dataset.index = String(i);
+    drawPixels(c, d.pixels, 28);
+    c.addEventListener("click", () => void show(d));
+    strip.appendChild(c);
+  });
+  if (await loadModel(config, weights, info.name)) await show(digits[0]);
+}
+
+void start();

@@ -1,0 +1,64 @@
+import { useBackend } from "../backend.ts";
+import type { VitConfig } from "../nn/config.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
+import { attackCurve, inspect, modelFromBytes } from "./compute.ts";
+import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
+
+// The explorer's web worker: the model and every computation live here, so the page stays
+// responsive while an analysis or an attack runs. tfjs's cpu backend (pure JavaScript: no
+// .wasm file to serve, and exact float32 like attnlip's Node runs).
+
+const post = (reply: ExplorerReply) =>
+  (self as unknown as { postMessage(m: ExplorerReply): void }).postMessage(reply);
+let model: TransformerClassifier | null = null;
+const ready = useBackend("cpu");
+
+async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
+  await ready;
+  const started = performance.now();
+  const seconds = () => (performance.now() - started) / 1000;
+  if (request.kind === "load") {
+    post({ id: request.id, kind: "progress", text: "loading the model" });
+    const next = modelFromBytes(request.config, new Uint8Array(request.weights));
+    model?.dispose();
+    model = next;
+    const c = next.config as VitConfig;
+    return {
+      id: request.id,
+      kind: "loaded",
+      classes: c.classes,
+      imageSize: c.imageSize,
+      channels: c.channels,
+      blocks: c.blocks,
+      heads: c.heads,
+    };
+  }
+  if (model === null) throw new Error("no model loaded yet");
+  if (request.kind === "inspect") {
+    post({ id: request.id, kind: "progress", text: "computing the bounds and true values" });
+    return {
+      id: request.id,
+      kind: "inspected",
+      result: inspect(model, request.pixels),
+      seconds: seconds(),
+    };
+  }
+  post({ id: request.id, kind: "progress", text: `attacking at ${request.eps.length} radii` });
+  const { points, adversarial } = attackCurve(
+    model,
+    request.pixels,
+    request.label,
+    request.attack,
+    request.eps,
+    request.steps,
+  );
+  return { id: request.id, kind: "attacked", points, adversarial, seconds: seconds() };
+}
+
+self.onmessage = async (event: MessageEvent<ExplorerRequest>) => {
+  try {
+    post(await handle(event.data));
+  } catch (e) {
+    post({ id: event.data.id, kind: "error", message: (e as Error).message });
+  }
+};
