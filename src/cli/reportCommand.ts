@@ -20,12 +20,18 @@ export function reportCommand(): Command {
     .description(
       "self-contained HTML report (inline SVG charts, no scripts) comparing one or two run folders",
     )
-    .argument("[runA]", "run folder with analysis.json (or analysis/analysis.json), or a study folder (attnlip study)")
+    .argument(
+      "[runA]",
+      "run folder with analysis.json (or analysis/analysis.json), or a study folder (attnlip study)",
+    )
     .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
     .option("--out <file>", "the HTML file to write (required)")
     .option("--names <a,b>", "names shown for the runs (default: the folder names)")
     .option("--title <text>", "title of the report")
-    .option("--allow-mixed", "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (default: refused)")
+    .option(
+      "--allow-mixed",
+      "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (default: refused)",
+    )
     .action(async (runA: string | undefined, runB: string | undefined, flags: ReportFlags) => {
       // Checked here, not by the parser, so that a bare `report` says what to pass first.
       if (runA === undefined)
@@ -33,20 +39,33 @@ export function reportCommand(): Command {
           "report: give one or two run folders (each with analysis.json and/or attack.json) and --out FILE, e.g. attnlip report runs/demo/baseline runs/demo/jasmin --out report.html",
         );
       if (flags.out === undefined)
-        throw new InputError(`report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`);
+        throw new InputError(
+          `report: --out FILE: where to write the HTML report, e.g. attnlip report ${[runA, runB].filter(Boolean).join(" ")} --out report.html`,
+        );
       const out = flags.out;
       // Before any work: an --out that cannot be written is refused now, not after the charts.
       checkOutPath(out, "file", "--out", "report");
       const { isStudyFolder } = await import("./studyRun.ts");
       if (isStudyFolder(runA)) {
-        if (runB !== undefined) throw new InputError(`report: ${runA} is a study folder: report it alone (its runs are already compared inside)`);
-        if (flags.names !== undefined || flags.allowMixed === true) throw new InputError("report: --names and --allow-mixed apply to run folders, not to a study folder");
+        if (runB !== undefined)
+          throw new InputError(
+            `report: ${runA} is a study folder: report it alone (its runs are already compared inside)`,
+          );
+        if (flags.names !== undefined || flags.allowMixed === true)
+          throw new InputError(
+            "report: --names and --allow-mixed apply to run folders, not to a study folder",
+          );
         const { aggregateStudy } = await import("../study/aggregate.ts");
         const { buildStudyReport } = await import("../report/study.ts");
         const { writeReport } = await import("../report/report.ts");
-        const html = await buildStudyReport(await aggregateStudy(runA), { title: flags.title, dir: runA });
+        const html = await buildStudyReport(await aggregateStudy(runA), {
+          title: flags.title,
+          dir: runA,
+        });
         await writeReport(out, html);
-        console.log(`wrote ${out} (study report, ${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`);
+        console.log(
+          `wrote ${out} (study report, ${(Buffer.byteLength(html) / 1024).toFixed(0)} KiB)`,
+        );
         return;
       }
       const dirs = runB === undefined ? [runA] : [runA, runB];

@@ -116,7 +116,8 @@ const TrainFlagsSchema = z.object({
   data: z
     .string()
     .superRefine((s, ctx) => {
-      if (specTask(s) === null) ctx.addIssue({ code: "custom", message: `expected ${specForms()}` });
+      if (specTask(s) === null)
+        ctx.addIssue({ code: "custom", message: `expected ${specForms()}` });
     })
     .optional(),
   ...TEXT_FILE_FLAGS,
@@ -129,23 +130,32 @@ const TrainFlagsSchema = z.object({
   warmup: numberFlag(NON_NEGATIVE_INT).optional(),
   clip: numberFlag(NON_NEGATIVE).optional(),
   jasmin: numberFlag(LAMBDA).optional(),
-  jasminNorm: z.enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]], "expected top2, quad or exact").optional(),
+  jasminNorm: z
+    .enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]], "expected top2, quad or exact")
+    .optional(),
   jasminReduce: z
     .enum(JASMIN_REDUCTIONS as [JasminReduce, ...JasminReduce[]], "expected max-log, max or mean")
     .optional(),
   jasminLayers: z
     .string()
     .trim()
-    .regex(/^\d+(\s*,\s*\d+)*$/, "must be block indices (integers >= 0) separated by commas, e.g. 0,1")
+    .regex(
+      /^\d+(\s*,\s*\d+)*$/,
+      "must be block indices (integers >= 0) separated by commas, e.g. 0,1",
+    )
     .transform((s) => s.split(",").map((t) => Number(t.trim())))
     .optional(),
   seed: numberFlag({ integer: true, min: 0, max: 0xffffffff }).optional(),
   out: z.string().min(1, "must not be empty").optional(),
   limit: numberFlag(POSITIVE_INT).optional(),
   testLimit: numberFlag(POSITIVE_INT).optional(),
-  backend: z.enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`).optional(),
+  backend: z
+    .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
+    .optional(),
   resume: z.string().min(1, "must not be empty").optional(),
-  progress: z.enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none").optional(),
+  progress: z
+    .enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none")
+    .optional(),
   workers: numberFlag({ integer: true, min: 1, max: 256 }).optional(),
 });
 
@@ -170,12 +180,25 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
   if (flags.resume !== undefined) {
     const fixed = FIXED_BY_CHECKPOINT.find((k) => raw[k] !== undefined);
     if (fixed !== undefined)
-      throw new InputError(`train: ${FLAGS[fixed]} cannot be given with --resume (the checkpoint fixes it; only --epochs may change)`);
+      throw new InputError(
+        `train: ${FLAGS[fixed]} cannot be given with --resume (the checkpoint fixes it; only --epochs may change)`,
+      );
     if (flags.out !== undefined && flags.out !== flags.resume)
-      throw new InputError("train: --out must be left out with --resume (a resumed run writes to its own folder)");
-  } else if (flags.out === undefined) throw new InputError("train: --out DIR is required (where checkpoints and metrics go)");
-  if ((flags.textColumn !== undefined || flags.labelColumn !== undefined || flags.encoding !== undefined) && flags.resume === undefined && !/^(csv|jsonl):/.test(flags.data ?? ""))
-    throw new InputError("train: --text-column, --label-column and --encoding apply to --data csv:FILE or jsonl:FILE only");
+      throw new InputError(
+        "train: --out must be left out with --resume (a resumed run writes to its own folder)",
+      );
+  } else if (flags.out === undefined)
+    throw new InputError("train: --out DIR is required (where checkpoints and metrics go)");
+  if (
+    (flags.textColumn !== undefined ||
+      flags.labelColumn !== undefined ||
+      flags.encoding !== undefined) &&
+    flags.resume === undefined &&
+    !/^(csv|jsonl):/.test(flags.data ?? "")
+  )
+    throw new InputError(
+      "train: --text-column, --label-column and --encoding apply to --data csv:FILE or jsonl:FILE only",
+    );
   return flags;
 }
 
@@ -185,22 +208,28 @@ export function trainCommand(): Command {
     .description(
       "train a ViT on MNIST / IDX / CIFAR-10, or a text classifier on SpamAssassin / CSV / JSONL, with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
     )
-    .option(
-      "--data <spec>",
-      `${specForms(undefined, true)} [mnist]`,
-    )
+    .option("--data <spec>", `${specForms(undefined, true)} [mnist]`)
     .option("--text-column <name>", "csv/jsonl: the column / key holding the text [text]")
-    .option("--label-column <name>", "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]")
+    .option(
+      "--label-column <name>",
+      "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]",
+    )
     .option(
       "--encoding <name>",
       "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint [auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
     )
-    .option("--model <preset|json>", "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]")
+    .option(
+      "--model <preset|json>",
+      "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]",
+    )
     .option("--epochs <n>", "epochs; with --resume, the new total [3]")
     .option("--batch <n>", "examples per step [32]")
     .option("--lr <x>", `peak learning rate [${DEFAULT_LR}]`)
     .option("--min-lr <x>", "learning rate at the end of the cosine decay, at most --lr [0]")
-    .option("--weight-decay <x>", "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings) [0.05]")
+    .option(
+      "--weight-decay <x>",
+      "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings) [0.05]",
+    )
     .option("--warmup <steps>", "linear warm-up steps [10% of all steps]")
     .option("--clip <norm>", "clip gradients to this global l2 norm; 0 = off [1]")
     .option("--jasmin <lambda>", `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off [0]`)
@@ -213,16 +242,21 @@ export function trainCommand(): Command {
     .option("--test-limit <n>", "use the first n test examples")
     .option("--backend <name>", "wasm or cpu [wasm]")
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
-    .option("--progress <mode>", "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]")
+    .option(
+      "--progress <mode>",
+      "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]",
+    )
     .option(
       "--workers <int>",
       "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding) [the number of cores]",
     )
     .action(async (raw: RawTrainOptions, command: Command) => {
-      if (command.args.length > 0) throw new InputError(`train: unexpected argument '${command.args[0]}'`);
+      if (command.args.length > 0)
+        throw new InputError(`train: unexpected argument '${command.args[0]}'`);
       const flags = parseTrainFlags(raw);
       // Before any work: an --out that cannot be written is refused now, not after loading the data.
-      if (flags.out !== undefined && flags.resume === undefined) checkOutPath(flags.out, "folder", "--out", "train");
+      if (flags.out !== undefined && flags.resume === undefined)
+        checkOutPath(flags.out, "folder", "--out", "train");
       const workers = resolveWorkers(flags.workers, "train");
       await useBackend(flags.backend ?? "wasm");
       const result = await trainInWorkers({

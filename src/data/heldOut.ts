@@ -99,10 +99,14 @@ export function indexDigest(indices: ArrayLike<number>): string {
   for (let i = 0; i < indices.length; i++) {
     const v = indices[i];
     if (!Number.isInteger(v) || v < 0 || v > 0x7fffffff)
-      throw new RangeError(`indexDigest: index ${i} must be a non-negative 32-bit integer, got ${v}`);
+      throw new RangeError(
+        `indexDigest: index ${i} must be a non-negative 32-bit integer, got ${v}`,
+      );
     view.setInt32(4 * i, v, true); // little-endian, whatever the platform
   }
-  return "sha256:" + createHash("sha256").update(new Uint8Array(view.buffer)).digest("hex").slice(0, 16);
+  return (
+    "sha256:" + createHash("sha256").update(new Uint8Array(view.buffer)).digest("hex").slice(0, 16)
+  );
 }
 
 /** Both digests of a split, for train_state.json. */
@@ -118,7 +122,12 @@ export function splitDigests(train: ArrayLike<number>, test: ArrayLike<number>):
  * @example changedDataError("analyze", "csv:d.csv", "sha256:1...", "sha256:2...").message
  *   // "analyze: the data file d.csv changed since training (content sha256:1…, train_state.json records sha256:2…); ..."
  */
-export function changedDataError(who: string, spec: string, actual: string, recorded: string): InputError {
+export function changedDataError(
+  who: string,
+  spec: string,
+  actual: string,
+  recorded: string,
+): InputError {
   return new InputError(
     `${who}: ${dataName(spec)} changed since training (content ${shortDigest(actual)}, train_state.json records ${shortDigest(recorded)}); which of its examples the checkpoint was trained on is unknown, so it is refused`,
   );

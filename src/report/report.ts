@@ -76,7 +76,8 @@ const VARIANT_NOTES: Record<string, string> = {
   "t3-exact": "distribution-aware: each row's exact sigma",
   dist: "row-resolved refinement of the distribution-aware bound",
   cov: "row-resolved refinement through the covariance of the values",
-  fused: "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
+  fused:
+    "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
   castin: "prior art: a ball bound (Castin et al.)",
   "composition floor":
     "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",
@@ -239,10 +240,13 @@ async function boundsSection(runs: RunData[]): Promise<string> {
         );
   const legend = table(
     ["variant", "what it is"],
-    [...variants, "true", ...(runs.some((r) => layerSummaries(r).some((l) => l.floor !== null)) ? ["composition floor"] : [])].map((v) => [
-      v,
-      VARIANT_NOTES[v] ?? "",
-    ]),
+    [
+      ...variants,
+      "true",
+      ...(runs.some((r) => layerSummaries(r).some((l) => l.floor !== null))
+        ? ["composition floor"]
+        : []),
+    ].map((v) => [v, VARIANT_NOTES[v] ?? ""]),
   );
   const tables = runs
     .map((run) => {
@@ -253,7 +257,12 @@ async function boundsSection(runs: RunData[]): Promise<string> {
         ...run.analysis.variants.map((v) => [v, ...sums.map((s) => quartiles(s.bounds[v]))]),
         ["true", ...sums.map((s) => flagUnconverged(quartiles(s.true), conv, s.layer))],
         ...(sums.some((s) => s.floor !== null)
-          ? [["composition floor", ...sums.map((s): Cell => (s.floor === null ? "" : quartiles(s.floor)))]]
+          ? [
+              [
+                "composition floor",
+                ...sums.map((s): Cell => (s.floor === null ? "" : quartiles(s.floor))),
+              ],
+            ]
           : []),
       ];
       const ratios = run.analysis.variants.map((v) => [
@@ -340,7 +349,10 @@ async function robustSection(runs: RunData[]): Promise<string> {
     r.attack!.results.flatMap((x) =>
       attacks
         .filter((a) => (x.zeroGradient?.[a] ?? 0) > 0)
-        .map((a) => `${runs.length > 1 ? `${r.name} ` : ""}${attackLabel(a)} at epsilon ${formatNumber(x.eps)}: ${formatPercent(x.zeroGradient![a])}`),
+        .map(
+          (a) =>
+            `${runs.length > 1 ? `${r.name} ` : ""}${attackLabel(a)} at epsilon ${formatNumber(x.eps)}: ${formatPercent(x.zeroGradient![a])}`,
+        ),
     ),
   );
   const maskNote =
@@ -351,8 +363,12 @@ async function robustSection(runs: RunData[]): Promise<string> {
         );
   const zeroSummary = (r: RunData): string => {
     const values = attacks.map((a) => {
-      const fractions = r.attack!.results.map((x) => x.zeroGradient?.[a]).filter((v): v is number => typeof v === "number");
-      return fractions.length === 0 ? null : `${attackLabel(a)} ${formatPercent(Math.max(...fractions))}`;
+      const fractions = r
+        .attack!.results.map((x) => x.zeroGradient?.[a])
+        .filter((v): v is number => typeof v === "number");
+      return fractions.length === 0
+        ? null
+        : `${attackLabel(a)} ${formatPercent(Math.max(...fractions))}`;
     });
     const shown = values.filter((v): v is string => v !== null);
     return shown.length === 0 ? "—" : shown.join(", ");
@@ -360,11 +376,16 @@ async function robustSection(runs: RunData[]): Promise<string> {
   const header = ["epsilon", ...withAttack.flatMap((r) => labels.map((l) => `${r.name} ${l}`))];
   // eps 0 is the clean accuracy by construction (tested): the "clean (eps 0)" row stands for it.
   const rows: Cell[][] = [
-    ["clean (eps 0)", ...withAttack.flatMap((r) => attacks.map(() => formatPercent(r.attack!.cleanAccuracy)))],
-    ...epsValues.filter((eps) => eps !== 0).map((eps) => [
-      formatNumber(eps),
-      ...withAttack.flatMap((r) => attacks.map((a) => accuracyCell(r, eps, a))),
-    ]),
+    [
+      "clean (eps 0)",
+      ...withAttack.flatMap((r) => attacks.map(() => formatPercent(r.attack!.cleanAccuracy))),
+    ],
+    ...epsValues
+      .filter((eps) => eps !== 0)
+      .map((eps) => [
+        formatNumber(eps),
+        ...withAttack.flatMap((r) => attacks.map((a) => accuracyCell(r, eps, a))),
+      ]),
   ];
   // Each setting is labelled with the attacks that read it (the registry's options).
   const readers = (setting: "steps" | "stepSize" | "restarts", fallback: string) =>
@@ -378,9 +399,21 @@ async function robustSection(runs: RunData[]): Promise<string> {
       ["norm", ...withAttack.map((r) => r.attack!.norm)],
       ["inputs", ...withAttack.map((r) => formatNumber(r.attack!.n))],
       [`${iterative} steps`, ...withAttack.map((r) => formatNumber(r.attack!.steps))],
-      [`${stepped} step size`, ...withAttack.map((r) => r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize))],
+      [
+        `${stepped} step size`,
+        ...withAttack.map((r) =>
+          r.attack!.stepSize == null ? "2.5 eps / steps" : formatNumber(r.attack!.stepSize),
+        ),
+      ],
       ...(restarting
-        ? [[`${readers("restarts", "APGD")} runs (restarts)`, ...withAttack.map((r) => (r.attack!.restarts === undefined ? "—" : formatNumber(r.attack!.restarts)))]]
+        ? [
+            [
+              `${readers("restarts", "APGD")} runs (restarts)`,
+              ...withAttack.map((r) =>
+                r.attack!.restarts === undefined ? "—" : formatNumber(r.attack!.restarts),
+              ),
+            ],
+          ]
         : []),
       ["seed", ...withAttack.map((r) => formatNumber(r.attack!.seed))],
       ["data", ...withAttack.map((r) => r.attack!.data ?? "—")],
@@ -392,7 +425,12 @@ async function robustSection(runs: RunData[]): Promise<string> {
   );
   // The proxy radius is a result (with its norm and unit), not a setting; it stays called a proxy.
   const spaces = new Set(withAttack.map((r) => r.analysis.inputSpace ?? "image"));
-  const units = spaces.size > 1 ? "input units (pixels for images, embedding units for text)" : spaces.has("embedding") ? "token-embedding units" : "pixel units";
+  const units =
+    spaces.size > 1
+      ? "input units (pixels for images, embedding units for text)"
+      : spaces.has("embedding")
+        ? "token-embedding units"
+        : "pixel units";
   const proxy = withAttack.some((r) => r.attack!.proxy !== undefined)
     ? table(
         ["", ...withAttack.map((r) => r.name)],
@@ -401,10 +439,19 @@ async function robustSection(runs: RunData[]): Promise<string> {
             "median (q1–q3)",
             ...withAttack.map((r): Cell => {
               const p = r.attack!.proxy;
-              return p === undefined ? "—" : quartiles({ median: p.median ?? NaN, q1: p.q1 ?? NaN, q3: p.q3 ?? NaN } as Summary);
+              return p === undefined
+                ? "—"
+                : quartiles({
+                    median: p.median ?? NaN,
+                    q1: p.q1 ?? NaN,
+                    q3: p.q3 ?? NaN,
+                  } as Summary);
             }),
           ],
-          ["misclassified (radius 0)", ...withAttack.map((r) => formatNumber(r.attack!.proxy?.misclassified))],
+          [
+            "misclassified (radius 0)",
+            ...withAttack.map((r) => formatNumber(r.attack!.proxy?.misclassified)),
+          ],
         ],
         `Lipschitz proxy radius: margin / (sqrt 2 · L), an l2 radius in ${units}, with L the exact local Lipschitz constant at the input; a proxy, not a certificate (L holds at the input only, not in a ball around it)`,
       )
@@ -413,7 +460,9 @@ async function robustSection(runs: RunData[]): Promise<string> {
   const mixedNote =
     differences.length === 0
       ? ""
-      : warning(`these runs were attacked differently (drawn together with --allow-mixed): ${differences.join("; ")}. Compare their curves with care.`);
+      : warning(
+          `these runs were attacked differently (drawn together with --allow-mixed): ${differences.join("; ")}. Compare their curves with care.`,
+        );
   return section(
     "robustness",
     "Robust accuracy against epsilon",
@@ -456,12 +505,21 @@ async function mapsSection(runs: RunData[], maxMapSize: number): Promise<string>
         : "";
     const input = run.analysis.firstInput;
     let shown = "";
-    if (input?.kind === "image" && input.pixels.length === input.height * input.width * input.channels) {
+    if (
+      input?.kind === "image" &&
+      input.pixels.length === input.height * input.width * input.channels
+    ) {
       const side = Math.round(Math.sqrt(m.n - 1));
-      const patches = side * side === m.n - 1 ? ` Position 0 is the class token; positions 1 to ${m.n - 1} are the ${side} x ${side} patches of this image in reading order (row by row).` : "";
+      const patches =
+        side * side === m.n - 1
+          ? ` Position 0 is the class token; positions 1 to ${m.n - 1} are the ${side} x ${side} patches of this image in reading order (row by row).`
+          : "";
       shown = figure(
         `attention-input-${runs.indexOf(run)}`,
-        await renderVegaLite(inputImageSpec(input.pixels, input.height, input.width, input.channels), `input-${runs.indexOf(run)}`),
+        await renderVegaLite(
+          inputImageSpec(input.pixels, input.height, input.width, input.channels),
+          `input-${runs.indexOf(run)}`,
+        ),
         `${run.name}: the input these maps are of (${input.height} x ${input.width}${input.channels > 1 ? `, ${input.channels} channels averaged` : ""}).${patches}`,
       );
     } else if (input?.kind === "text") {
@@ -618,7 +676,8 @@ export function attackDifferences(runs: readonly RunData[]): string[] {
   if (attacked.length < 2) return [];
   const [a, b] = attacked.map((r) => r.attack!);
   const list = (xs: readonly unknown[]) => xs.map(String).join(", ");
-  const attacksOf = (f: typeof a) => list([...new Set(f.results.flatMap((x) => Object.keys(x.robust)))].sort());
+  const attacksOf = (f: typeof a) =>
+    list([...new Set(f.results.flatMap((x) => Object.keys(x.robust)))].sort());
   const fields: [string, string, string][] = [
     ["norm", a.norm, b.norm],
     ["eps", list(a.results.map((x) => x.eps)), list(b.results.map((x) => x.eps))],
@@ -681,7 +740,9 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     `<p class="runs">${runLine}</p>`,
     `<div class="howto"><strong>How to read this report.</strong> ${HOW_TO_READ}</div>`,
     ...(options.note !== undefined
-      ? [`<div class="howto"><strong>${escapeHtml(options.note.heading)}</strong><ul>${options.note.lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul></div>`]
+      ? [
+          `<div class="howto"><strong>${escapeHtml(options.note.heading)}</strong><ul>${options.note.lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul></div>`,
+        ]
       : []),
     `<nav><ol>${contents.map(([id, t]) => `<li><a href="#${id}">${escapeHtml(t)}</a></li>`).join("")}</ol></nav>`,
     ...sections,

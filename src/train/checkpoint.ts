@@ -50,10 +50,20 @@ export class CheckpointError extends InputError {
   override name = "CheckpointError";
 }
 
-export const CHECKPOINT_FILES = ["config.json", "model.safetensors", "optimizer.safetensors", "train_state.json"] as const;
+export const CHECKPOINT_FILES = [
+  "config.json",
+  "model.safetensors",
+  "optimizer.safetensors",
+  "train_state.json",
+] as const;
 /** Files a checkpoint may hold besides {@link CHECKPOINT_FILES} (text models: the tokenizer). */
-export const OPTIONAL_CHECKPOINT_FILES = ["tokenizer.json", "fingerprints.json", "hf_config.json"] as const;
-type CheckpointFile = (typeof CHECKPOINT_FILES)[number] | (typeof OPTIONAL_CHECKPOINT_FILES)[number];
+export const OPTIONAL_CHECKPOINT_FILES = [
+  "tokenizer.json",
+  "fingerprints.json",
+  "hf_config.json",
+] as const;
+type CheckpointFile =
+  (typeof CHECKPOINT_FILES)[number] | (typeof OPTIONAL_CHECKPOINT_FILES)[number];
 const ALL_FILES: readonly string[] = [...CHECKPOINT_FILES, ...OPTIONAL_CHECKPOINT_FILES];
 const JOURNAL = "checkpoint.commit.json";
 const TMP = ".tmp";
@@ -71,58 +81,62 @@ export const TrainStateSchema = z.strictObject({
   /** Seed of the model initialisation, the shuffling stream and the embedded-MNIST split. */
   seed: z.number().int(),
   batchSize: z.number().int().min(1),
-  data: z.strictObject({
-    spec: z.string(),
-    limit: z.number().int().min(1).nullable(),
-    testLimit: z.number().int().min(1).nullable(),
-    trainCount: z.number().int().min(1),
-    testCount: z.number().int().min(0),
-    /**
-     * Test examples left out of the test accuracy because their input equals a training input
-     * (data/fingerprints.ts; duplicates in the data): the accuracy is over testCount minus
-     * these (absent in older checkpoints).
-     */
-    testLeftOut: z.number().int().min(0).optional(),
-    /**
-     * The training inputs' fingerprints in fingerprints.json: how many, and their digest
-     * (data/fingerprints.ts fingerprintDigest), so that a file removed, emptied or edited since
-     * training is refused (absent in older checkpoints, which have no fingerprints.json).
-     */
-    fingerprints: z.strictObject({ count: z.number().int().min(1), digest: z.string() }).optional(),
-    /** Text data: the label of each class id (absent for images). */
-    labels: z.array(z.string()).optional(),
-    /** Text files: the columns / keys read (absent for images and the corpus). */
-    textColumn: z.string().nullable().optional(),
-    labelColumn: z.string().nullable().optional(),
-    /** Text files: the encoding they were read with ("auto", "windows-1252", ...; absent: auto). */
-    encoding: z.string().nullable().optional(),
-    /**
-     * Digests of the training and test indices (data/heldOut.ts indexDigest), so commands that
-     * evaluate the checkpoint can check they rebuilt the same split (both absent in older
-     * checkpoints; one without the other is refused).
-     */
-    trainDigest: z.string().optional(),
-    testDigest: z.string().optional(),
-    /**
-     * The content digest of what the data source read (data/identity.ts: the bytes of every
-     * file read, or an embedded set's content): the same digest is the checkpoint's own data
-     * however the spec is spelled; another one at the same path is data changed since training
-     * (absent in older checkpoints).
-     */
-    contentDigest: z.string().optional(),
-    /**
-     * The absolute path of the file or folder the spec named at training (absent for embedded
-     * sets and older checkpoints), so "the same path" does not depend on the current folder.
-     */
-    path: z.string().optional(),
-  }).superRefine((data, ctx) => {
-    if ((data.trainDigest === undefined) !== (data.testDigest === undefined))
-      ctx.addIssue({
-        code: "custom",
-        path: [data.trainDigest === undefined ? "trainDigest" : "testDigest"],
-        message: `missing while ${data.trainDigest === undefined ? "testDigest" : "trainDigest"} is recorded; both split digests or neither (an edited file cannot be checked against its held-out split)`,
-      });
-  }),
+  data: z
+    .strictObject({
+      spec: z.string(),
+      limit: z.number().int().min(1).nullable(),
+      testLimit: z.number().int().min(1).nullable(),
+      trainCount: z.number().int().min(1),
+      testCount: z.number().int().min(0),
+      /**
+       * Test examples left out of the test accuracy because their input equals a training input
+       * (data/fingerprints.ts; duplicates in the data): the accuracy is over testCount minus
+       * these (absent in older checkpoints).
+       */
+      testLeftOut: z.number().int().min(0).optional(),
+      /**
+       * The training inputs' fingerprints in fingerprints.json: how many, and their digest
+       * (data/fingerprints.ts fingerprintDigest), so that a file removed, emptied or edited since
+       * training is refused (absent in older checkpoints, which have no fingerprints.json).
+       */
+      fingerprints: z
+        .strictObject({ count: z.number().int().min(1), digest: z.string() })
+        .optional(),
+      /** Text data: the label of each class id (absent for images). */
+      labels: z.array(z.string()).optional(),
+      /** Text files: the columns / keys read (absent for images and the corpus). */
+      textColumn: z.string().nullable().optional(),
+      labelColumn: z.string().nullable().optional(),
+      /** Text files: the encoding they were read with ("auto", "windows-1252", ...; absent: auto). */
+      encoding: z.string().nullable().optional(),
+      /**
+       * Digests of the training and test indices (data/heldOut.ts indexDigest), so commands that
+       * evaluate the checkpoint can check they rebuilt the same split (both absent in older
+       * checkpoints; one without the other is refused).
+       */
+      trainDigest: z.string().optional(),
+      testDigest: z.string().optional(),
+      /**
+       * The content digest of what the data source read (data/identity.ts: the bytes of every
+       * file read, or an embedded set's content): the same digest is the checkpoint's own data
+       * however the spec is spelled; another one at the same path is data changed since training
+       * (absent in older checkpoints).
+       */
+      contentDigest: z.string().optional(),
+      /**
+       * The absolute path of the file or folder the spec named at training (absent for embedded
+       * sets and older checkpoints), so "the same path" does not depend on the current folder.
+       */
+      path: z.string().optional(),
+    })
+    .superRefine((data, ctx) => {
+      if ((data.trainDigest === undefined) !== (data.testDigest === undefined))
+        ctx.addIssue({
+          code: "custom",
+          path: [data.trainDigest === undefined ? "trainDigest" : "testDigest"],
+          message: `missing while ${data.trainDigest === undefined ? "testDigest" : "trainDigest"} is recorded; both split digests or neither (an edited file cannot be checked against its held-out split)`,
+        });
+    }),
   jasmin: z.strictObject({
     lambda: z.number().min(0),
     norm: z.enum(JASMIN_NORMS as [string, ...string[]]),
@@ -249,12 +263,19 @@ export async function recoverCheckpoint(dir: string): Promise<boolean> {
   try {
     files = (parseJsonStrict(await readFile(journal, "utf8")) as { files?: unknown } | null)?.files;
   } catch (e) {
-    const why = e instanceof DuplicateKeyError ? `: ${e.message}` : ` is not valid JSON (${(e as Error).message})`;
+    const why =
+      e instanceof DuplicateKeyError
+        ? `: ${e.message}`
+        : ` is not valid JSON (${(e as Error).message})`;
     fail(dir, `${JOURNAL}${why}; remove it to keep the previous checkpoint`);
   }
   if (!Array.isArray(files) || !files.every((f) => ALL_FILES.includes(f)))
-    fail(dir, `${JOURNAL} does not list checkpoint files; remove it to keep the previous checkpoint`);
-  for (const f of files as string[]) if (existsSync(join(dir, f + TMP))) await rename(join(dir, f + TMP), join(dir, f));
+    fail(
+      dir,
+      `${JOURNAL} does not list checkpoint files; remove it to keep the previous checkpoint`,
+    );
+  for (const f of files as string[])
+    if (existsSync(join(dir, f + TMP))) await rename(join(dir, f + TMP), join(dir, f));
   await syncFolder(dir);
   await rm(journal, { force: true });
   return true;
@@ -287,13 +308,20 @@ export async function saveCheckpoint(
 ): Promise<void> {
   await mkdir(dir, { recursive: true });
   await recoverCheckpoint(dir);
-  const meta = { format: "attnlip", step: String(parts.state.step), epoch: String(parts.state.epoch) };
+  const meta = {
+    format: "attnlip",
+    step: String(parts.state.step),
+    epoch: String(parts.state.epoch),
+  };
   const opt = parts.optimizer.getState();
   const optTensors = new Map([...toSafetensors(opt.m, "m."), ...toSafetensors(opt.v, "v.")]);
   const contents: Partial<Record<CheckpointFile, string | Uint8Array>> = {
     "config.json": JSON.stringify(parts.model.config, null, 2) + "\n",
     "model.safetensors": encodeSafetensors(toSafetensors(parts.model.getWeights()), meta),
-    "optimizer.safetensors": encodeSafetensors(optTensors, { ...meta, optimizerStep: String(opt.step) }),
+    "optimizer.safetensors": encodeSafetensors(optTensors, {
+      ...meta,
+      optimizerStep: String(opt.step),
+    }),
     "train_state.json": JSON.stringify(parts.state, null, 2) + "\n",
   };
   if (parts.tokenizer) contents["tokenizer.json"] = JSON.stringify(parts.tokenizer.toJSON()) + "\n";
@@ -347,9 +375,17 @@ async function checkFolder(dir: string): Promise<void> {
     fail(dir, `missing ${missing.join(", ")} (not a training checkpoint, or an incomplete copy)`);
 }
 
-function metadataStep(dir: string, file: string, metadata: Record<string, string>, step: number): void {
+function metadataStep(
+  dir: string,
+  file: string,
+  metadata: Record<string, string>,
+  step: number,
+): void {
   if (metadata.step !== String(step))
-    fail(dir, `${file} is from step ${metadata.step ?? "(none)"} but train_state.json from step ${step} (mixed checkpoint files)`);
+    fail(
+      dir,
+      `${file} is from step ${metadata.step ?? "(none)"} but train_state.json from step ${step} (mixed checkpoint files)`,
+    );
 }
 
 async function readTensors(
@@ -358,7 +394,10 @@ async function readTensors(
   expectedShapes: Map<string, number[]>,
 ): Promise<{ tensors: Map<string, NamedArray>; metadata: Record<string, string> }> {
   try {
-    const { tensors, metadata } = await readSafetensors(join(dir, file), { expectedShapes, name: file });
+    const { tensors, metadata } = await readSafetensors(join(dir, file), {
+      expectedShapes,
+      name: file,
+    });
     return { tensors, metadata };
   } catch (e) {
     if (e instanceof SafetensorsError) fail(dir, e.message);
@@ -400,34 +439,61 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     const { tensors, metadata } = await readTensors(dir, "model.safetensors", expected);
     metadataStep(dir, "model.safetensors", metadata, trainState.step);
     model.setWeights(tensors);
-    const hfConfig = existsSync(join(dir, "hf_config.json")) ? await readJson(dir, "hf_config.json") : null;
+    const hfConfig = existsSync(join(dir, "hf_config.json"))
+      ? await readJson(dir, "hf_config.json")
+      : null;
     if (hfConfig !== null && (typeof hfConfig !== "object" || Array.isArray(hfConfig)))
       fail(dir, "hf_config.json: not a JSON object");
     if ((hfConfig === null) !== (trainState.pretrained === undefined))
-      fail(dir, trainState.pretrained ? "missing hf_config.json (train_state.json says the run fine-tunes a Hugging Face model)" : "hf_config.json is there, but train_state.json records no Hugging Face model");
+      fail(
+        dir,
+        trainState.pretrained
+          ? "missing hf_config.json (train_state.json says the run fine-tunes a Hugging Face model)"
+          : "hf_config.json is there, but train_state.json records no Hugging Face model",
+      );
     let tokenizer: TextTokenizer | null = null;
     if (config.kind === "text") {
-      if (!existsSync(join(dir, "tokenizer.json"))) fail(dir, "missing tokenizer.json (a text model needs its vocabulary)");
+      if (!existsSync(join(dir, "tokenizer.json")))
+        fail(dir, "missing tokenizer.json (a text model needs its vocabulary)");
       const json = await readJson(dir, "tokenizer.json");
       try {
         if (hfConfig === null) tokenizer = WordTokenizer.fromJSON(json);
         else {
-          if (typeof json !== "object" || json === null || Array.isArray(json)) throw new Error("tokenizer.json: not a JSON object");
-          tokenizer = HfTokenizer.fromJSON(json as Record<string, unknown>, config.maxLength, hfPadTokenId(hfConfig as Record<string, unknown>), "tokenizer.json");
+          if (typeof json !== "object" || json === null || Array.isArray(json))
+            throw new Error("tokenizer.json: not a JSON object");
+          tokenizer = HfTokenizer.fromJSON(
+            json as Record<string, unknown>,
+            config.maxLength,
+            hfPadTokenId(hfConfig as Record<string, unknown>),
+            "tokenizer.json",
+          );
         }
       } catch (e) {
         fail(dir, (e as Error).message);
       }
       if (tokenizer.size > config.vocabSize || tokenizer.maxLength > config.maxLength)
-        fail(dir, `tokenizer.json: ${tokenizer.size} tokens / length ${tokenizer.maxLength} do not fit the model (vocabSize ${config.vocabSize}, maxLength ${config.maxLength})`);
+        fail(
+          dir,
+          `tokenizer.json: ${tokenizer.size} tokens / length ${tokenizer.maxLength} do not fit the model (vocabSize ${config.vocabSize}, maxLength ${config.maxLength})`,
+        );
     }
     const recordedInputs = trainState.data.fingerprints;
     if (recordedInputs !== undefined && !existsSync(join(dir, "fingerprints.json")))
-      fail(dir, `missing fingerprints.json (train_state.json records ${recordedInputs.count} training-input fingerprints; without them a copy of the training data cannot be recognised)`);
+      fail(
+        dir,
+        `missing fingerprints.json (train_state.json records ${recordedInputs.count} training-input fingerprints; without them a copy of the training data cannot be recognised)`,
+      );
     const trainingInputs = existsSync(join(dir, "fingerprints.json"))
       ? await readTrainingInputs(dir, config, recordedInputs)
       : null;
-    return { model, config, trainState, tokenizer, trainingInputs, hfConfig: hfConfig as Record<string, unknown> | null };
+    return {
+      model,
+      config,
+      trainState,
+      tokenizer,
+      trainingInputs,
+      hfConfig: hfConfig as Record<string, unknown> | null,
+    };
   } catch (e) {
     model.dispose();
     throw e;
@@ -448,14 +514,20 @@ async function readTrainingInputs(
   const file = parsed.data;
   const expected: FingerprintInput = config.kind === "text" ? "int32-token-ids" : "float32-pixels";
   if (file.input !== expected)
-    fail(dir, `fingerprints.json: input "${file.input}", a ${config.kind} model's training inputs are "${expected}"`);
+    fail(
+      dir,
+      `fingerprints.json: input "${file.input}", a ${config.kind} model's training inputs are "${expected}"`,
+    );
   let fingerprints: Set<string>;
   try {
     fingerprints = decodeFingerprints(file.fingerprints, file.count);
   } catch (e) {
     fail(dir, `fingerprints.json: ${(e as Error).message}`);
   }
-  if (recorded !== undefined && (recorded.count !== fingerprints.size || recorded.digest !== fingerprintDigest(fingerprints)))
+  if (
+    recorded !== undefined &&
+    (recorded.count !== fingerprints.size || recorded.digest !== fingerprintDigest(fingerprints))
+  )
     fail(
       dir,
       `fingerprints.json holds ${fingerprints.size} fingerprints (${fingerprintDigest(fingerprints)}), train_state.json records ${recorded.count} (${recorded.digest}); edited or mixed checkpoint files`,
@@ -469,7 +541,11 @@ async function readTrainingInputs(
  *
  * @throws CheckpointError as {@link loadCheckpoint}.
  */
-export async function loadOptimizerState(dir: string, model: Model, trainState: TrainState): Promise<AdamWState> {
+export async function loadOptimizerState(
+  dir: string,
+  model: Model,
+  trainState: TrainState,
+): Promise<AdamWState> {
   const expected = new Map<string, number[]>();
   for (const [n, v] of model.params.entries()) {
     expected.set(`m.${n}`, v.shape.slice());
@@ -479,9 +555,16 @@ export async function loadOptimizerState(dir: string, model: Model, trainState: 
   metadataStep(dir, "optimizer.safetensors", metadata, trainState.step);
   const optimizerStep = Number(metadata.optimizerStep);
   if (!Number.isInteger(optimizerStep) || optimizerStep < 0)
-    fail(dir, `optimizer.safetensors: metadata optimizerStep "${metadata.optimizerStep}" is not an integer >= 0`);
+    fail(
+      dir,
+      `optimizer.safetensors: metadata optimizerStep "${metadata.optimizerStep}" is not an integer >= 0`,
+    );
   const pick = (prefix: string) =>
-    new Map([...tensors].filter(([k]) => k.startsWith(prefix)).map(([k, t]) => [k.slice(prefix.length), t]));
+    new Map(
+      [...tensors]
+        .filter(([k]) => k.startsWith(prefix))
+        .map(([k, t]) => [k.slice(prefix.length), t]),
+    );
   return { step: optimizerStep, m: pick("m."), v: pick("v.") };
 }
 

@@ -14,19 +14,35 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
     assert.match(r.stdout, /median network Lipschitz, true/);
     assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
     // The quick demo's models are near chance, and it says so whenever they are.
-    const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as { runs: { cleanAccuracy: number }[] };
+    const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as {
+      runs: { cleanAccuracy: number }[];
+    };
     const near = summary.runs.some((run) => run.cleanAccuracy < 0.325);
-    assert.equal(/note: clean accuracy .* is near chance \(10\.0% for 10 classes\)/.test(r.stdout), near, r.stdout);
+    assert.equal(
+      /note: clean accuracy .* is near chance \(10\.0% for 10 classes\)/.test(r.stdout),
+      near,
+      r.stdout,
+    );
   }
   for (const run of ["baseline", "jasmin"])
-    for (const file of ["config.json", "model.safetensors", "metrics.jsonl", "analysis.json", "attack.json"])
+    for (const file of [
+      "config.json",
+      "model.safetensors",
+      "metrics.jsonl",
+      "analysis.json",
+      "attack.json",
+    ])
       assert.ok(existsSync(join(out, run, file)), `${run}/${file}`);
   const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
-  assert.deepEqual(summary.runs.map((r: { name: string }) => r.name), ["baseline", "jasmin"]);
+  assert.deepEqual(
+    summary.runs.map((r: { name: string }) => r.name),
+    ["baseline", "jasmin"],
+  );
   assert.ok(summary.runs[1].jasmin > 0 && summary.runs[0].jasmin === 0);
   for (const run of summary.runs) {
     assert.ok(run.networkTrueMedian > 0);
-    for (const ratio of Object.values(run.tightness) as number[]) assert.ok(ratio >= 1, "bounds at or above the truth");
+    for (const ratio of Object.values(run.tightness) as number[])
+      assert.ok(ratio >= 1, "bounds at or above the truth");
   }
   const html = readFileSync(join(out, "report.html"), "utf8");
   assert.match(html, /<svg/);
@@ -36,7 +52,10 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
 test("nearChanceNote: within a quarter of the way from chance to 100% gets the note, naming the runs; above gets none", () => {
   const run = (name: string, cleanAccuracy: number) => ({ name, cleanAccuracy }) as DemoRunSummary;
   assert.equal(nearChanceNote([run("baseline", 0.9)], 10), null);
-  assert.match(nearChanceNote([run("baseline", 0.19), run("jasmin", 0.5)], 10) ?? "", /^note: clean accuracy 19\.0% \(baseline\) is near chance \(10\.0% for 10 classes\)/);
+  assert.match(
+    nearChanceNote([run("baseline", 0.19), run("jasmin", 0.5)], 10) ?? "",
+    /^note: clean accuracy 19\.0% \(baseline\) is near chance \(10\.0% for 10 classes\)/,
+  );
   assert.equal(nearChanceNote([run("a", 0.95)], 2), null);
   assert.match(nearChanceNote([run("a", 0.6)], 2) ?? "", /near chance \(50\.0% for 2 classes\)/);
 });
@@ -45,11 +64,17 @@ test("attnlip demo rejects bad input with exit 2 and one line", async () => {
   const file = join(mkdtempSync(join(tmpdir(), "attnlip-demo-bad-")), "not-a-folder");
   writeFileSync(file, "x");
   const cases: [string[], RegExp][] = [
-    [["demo", "--quick", "--seed", "-1"], /^attnlip: demo: --seed: must be an integer from 0 to 4294967295, got "-1"$/],
+    [
+      ["demo", "--quick", "--seed", "-1"],
+      /^attnlip: demo: --seed: must be an integer from 0 to 4294967295, got "-1"$/,
+    ],
     [["demo", "--quick", "--jasmin", "abc"], /--jasmin:/],
     [["demo", "--quick", "--backend", "gpu"], /gpu/],
     [["demo", "--quick", "--task", "audio"], /audio/],
-    [["demo", "--quick", "--out", file], /^attnlip: demo: --out: .*not-a-folder is a file, not a folder$/],
+    [
+      ["demo", "--quick", "--out", file],
+      /^attnlip: demo: --out: .*not-a-folder is a file, not a folder$/,
+    ],
   ];
   // In this process (no start-up per case); the first case also runs as a separate process, as a user would.
   for (const [k, [args, message]] of cases.entries()) {

@@ -50,7 +50,10 @@ test("attnlip report: bad input exits 2 with one line and writes nothing", async
   ];
   // In this process (no start-up per case); the first case also runs as a separate process, as a user would.
   for (const [k, [args, message]] of cases.entries()) {
-    const r = k === 0 ? runAttnlip(["report", ...args, "--out", out]) : await runAttnlipHere(["report", ...args, "--out", out]);
+    const r =
+      k === 0
+        ? runAttnlip(["report", ...args, "--out", out])
+        : await runAttnlipHere(["report", ...args, "--out", out]);
     assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.match(r.stderr, message);
     assert.equal(r.stderr.trim().split("\n").length, 1);
@@ -58,9 +61,15 @@ test("attnlip report: bad input exits 2 with one line and writes nothing", async
   }
   const noOut = await runAttnlipHere(["report", FIXTURES.minimal]);
   assert.equal(noOut.code, 2);
-  assert.match(noOut.stderr, /^attnlip: report: --out FILE: where to write the HTML report, e\.g\. attnlip report .* --out report\.html\n$/);
+  assert.match(
+    noOut.stderr,
+    /^attnlip: report: --out FILE: where to write the HTML report, e\.g\. attnlip report .* --out report\.html\n$/,
+  );
   const nothing = await runAttnlipHere(["report"]);
   assert.equal(nothing.code, 2);
-  assert.match(nothing.stderr, /^attnlip: report: give one or two run folders .* --out FILE, e\.g\. attnlip report runs\/demo\/baseline runs\/demo\/jasmin --out report\.html\n$/);
+  assert.match(
+    nothing.stderr,
+    /^attnlip: report: give one or two run folders .* --out FILE, e\.g\. attnlip report runs\/demo\/baseline runs\/demo\/jasmin --out report\.html\n$/,
+  );
   rmSync(dir, { recursive: true });
 });

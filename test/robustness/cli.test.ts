@@ -28,10 +28,16 @@ function attnlip(args: string[]): Promise<{ code: number | null; stdout: string;
 const TINY_PRESET = "vit-micro";
 
 test("a setting flag that none of the chosen attacks reads gets a warning, and the header names each setting's attacks", () => {
-  assert.deepEqual(unreadSettingWarnings({ stepSize: "0.1" }, ["apgd"]), ["attack: warning: --step-size is not read by apgd (it is read by pgd)"]);
-  assert.deepEqual(unreadSettingWarnings({ restarts: "3" }, ["pgd", "fgsm"]), ["attack: warning: --restarts is not read by pgd, fgsm (it is read by apgd)"]);
+  assert.deepEqual(unreadSettingWarnings({ stepSize: "0.1" }, ["apgd"]), [
+    "attack: warning: --step-size is not read by apgd (it is read by pgd)",
+  ]);
+  assert.deepEqual(unreadSettingWarnings({ restarts: "3" }, ["pgd", "fgsm"]), [
+    "attack: warning: --restarts is not read by pgd, fgsm (it is read by apgd)",
+  ]);
   assert.deepEqual(unreadSettingWarnings({ steps: "5", stepSize: "0.1" }, ["pgd", "apgd"]), []);
-  assert.deepEqual(unreadSettingWarnings({ steps: "5" }, ["fgsm"]), ["attack: warning: --steps is not read by fgsm (it is read by pgd, apgd)"]);
+  assert.deepEqual(unreadSettingWarnings({ steps: "5" }, ["fgsm"]), [
+    "attack: warning: --steps is not read by fgsm (it is read by pgd, apgd)",
+  ]);
 });
 
 test("parseAttackFlags fills defaults and names the bad flag in one line", () => {
@@ -63,10 +69,19 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
   assert.deepEqual(parseAttackFlags({ attack: "pgd" }).attacks, ["pgd"]);
   assert.equal(parseAttackFlags({ stepSize: "0.01" }).stepSize, 0.01);
   const cases: [Record<string, string>, RegExp][] = [
-    [{ eps: "-0.1" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "-0.1"$/],
-    [{ eps: "NaN" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "NaN"$/],
+    [
+      { eps: "-0.1" },
+      /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "-0.1"$/,
+    ],
+    [
+      { eps: "NaN" },
+      /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "NaN"$/,
+    ],
     [{ eps: "0.1,,0.2" }, /^attack: --eps: must be a comma-separated list/],
-    [{ eps: "1e400" }, /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "1e400"$/],
+    [
+      { eps: "1e400" },
+      /^attack: --eps: must be a comma-separated list of finite numbers >= 0, got "1e400"$/,
+    ],
     [{ norm: "l1" }, /^attack: --norm: expected linf or l2, got "l1"$/],
     [{ n: "0" }, /^attack: --n: must be an integer from 1 to 10000, got "0"$/],
     [{ n: "2.5" }, /^attack: --n: must be an integer from 1 to 10000, got "2.5"$/],
@@ -77,7 +92,10 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     [{ seed: "5000000000" }, /^attack: --seed: must be an integer from 0 to 4294967295/],
     [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm, apgd or both/],
     [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
-    [{ data: "imagenet" }, /^attack: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE, got "imagenet"/],
+    [
+      { data: "imagenet" },
+      /^attack: --data: expected mnist \| idx:DIR \| cifar10:DIR \| spam \| csv:FILE \| jsonl:FILE, got "imagenet"/,
+    ],
   ];
   for (const [raw, pattern] of cases)
     assert.throws(
@@ -102,7 +120,10 @@ test("bad input exits 2 with one clear line", async () => {
     [["attack", join(dir, "nope")], /no such folder/],
     [["attack", empty], /missing config\.json/],
     [["attack", broken], /config\.json is not valid JSON/],
-    [["attack", "--random-init", "--eps", "-0.1"], /--eps: must be a comma-separated list of finite numbers >= 0/],
+    [
+      ["attack", "--random-init", "--eps", "-0.1"],
+      /--eps: must be a comma-separated list of finite numbers >= 0/,
+    ],
     // The limits of MNIST's input space: pixels in [0, 1], 28x28x1 images.
     [
       ["attack", "--random-init", "--norm", "l2", "--eps", "0.5,28.5"],
@@ -118,7 +139,8 @@ test("bad input exits 2 with one clear line", async () => {
   ];
   // In this process, one after another (no start-up per case); the first case also runs as a separate process, as a user would.
   const results = [];
-  for (const [k, [args]] of cases.entries()) results.push(k === 0 ? await attnlip(args) : await runAttnlipHere(args));
+  for (const [k, [args]] of cases.entries())
+    results.push(k === 0 ? await attnlip(args) : await runAttnlipHere(args));
   results.forEach((r, i) => {
     const what = cases[i][0].join(" ");
     assert.equal(r.code, 2, `${what}: exit ${r.code}, stderr ${r.stderr}`);
@@ -224,9 +246,22 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   const again = await attnlip(["attack", ck, "--n", "8", "--eps", "0.1", "--attack", "fgsm"]);
   assert.equal(again.code, 2, again.stderr);
   assert.equal(again.stderr.trim().split("\n").length, 1);
-  assert.match(again.stderr, /^attnlip: attack: .*attack\.json exists \(an earlier result\); give --force to replace it, or --out FILE to write elsewhere$/m);
+  assert.match(
+    again.stderr,
+    /^attnlip: attack: .*attack\.json exists \(an earlier result\); give --force to replace it, or --out FILE to write elsewhere$/m,
+  );
   assert.equal(readFileSync(join(ck, "attack.json"), "utf8"), before, "the first result is intact");
-  const forced = await attnlip(["attack", ck, "--n", "8", "--eps", "0.1", "--attack", "fgsm", "--force"]);
+  const forced = await attnlip([
+    "attack",
+    ck,
+    "--n",
+    "8",
+    "--eps",
+    "0.1",
+    "--attack",
+    "fgsm",
+    "--force",
+  ]);
   assert.equal(forced.code, 0, forced.stderr);
   assert.equal(JSON.parse(readFileSync(join(ck, "attack.json"), "utf8")).n, 8);
   writeFileSync(join(ck, "attack.json"), before);
@@ -236,7 +271,8 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
     zeroGradient: { fgsm: null, pgd: null }, // no attack ran at eps 0
   });
   assert.ok(
-    doc.results[1].robust.pgd <= doc.cleanAccuracy && doc.results[1].robust.fgsm <= doc.cleanAccuracy,
+    doc.results[1].robust.pgd <= doc.cleanAccuracy &&
+      doc.results[1].robust.fgsm <= doc.cleanAccuracy,
   );
   // The fraction of inputs whose loss gradient was exactly zero, per attack (a trained model: none).
   assert.deepEqual(doc.results[1].zeroGradient, { fgsm: 0, pgd: 0 });

@@ -16,14 +16,47 @@ const fresh = () => mkdtempSync(join(tmpdir(), "attnlip-edge-"));
 
 test("a run whose test loss overflows stops with exit 2 and saves nothing for that epoch", () => {
   const out = join(fresh(), "run");
-  const r = runAttnlip(["train", "--data", "mnist", "--limit", "32", "--test-limit", "32", "--epochs", "1", "--lr", "1e9", "--out", out, "--progress", "none"]);
+  const r = runAttnlip([
+    "train",
+    "--data",
+    "mnist",
+    "--limit",
+    "32",
+    "--test-limit",
+    "32",
+    "--epochs",
+    "1",
+    "--lr",
+    "1e9",
+    "--out",
+    out,
+    "--progress",
+    "none",
+  ]);
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr.trim(), /^attnlip: training diverged in epoch 1: the test cross-entropy is (NaN|Infinity)/);
+  assert.match(
+    r.stderr.trim(),
+    /^attnlip: training diverged in epoch 1: the test cross-entropy is (NaN|Infinity)/,
+  );
 });
 
 test("resuming a finished run says there is nothing to do, with no NaN", async () => {
   const out = join(fresh(), "run");
-  const first = runAttnlip(["train", "--data", "mnist", "--limit", "32", "--test-limit", "32", "--epochs", "1", "--out", out, "--progress", "none"]);
+  const first = runAttnlip([
+    "train",
+    "--data",
+    "mnist",
+    "--limit",
+    "32",
+    "--test-limit",
+    "32",
+    "--epochs",
+    "1",
+    "--out",
+    out,
+    "--progress",
+    "none",
+  ]);
   assert.equal(first.code, 0, first.stderr);
   const again = await runAttnlipHere(["train", "--resume", out]);
   assert.equal(again.code, 0, again.stderr);
@@ -34,7 +67,19 @@ test("resuming a finished run says there is nothing to do, with no NaN", async (
 test("--out naming a plain file is bad input (exit 2)", async () => {
   const file = join(fresh(), "plain");
   writeFileSync(file, "x");
-  const r = await runAttnlipHere(["train", "--data", "mnist", "--limit", "32", "--epochs", "1", "--out", file, "--progress", "none"]);
+  const r = await runAttnlipHere([
+    "train",
+    "--data",
+    "mnist",
+    "--limit",
+    "32",
+    "--epochs",
+    "1",
+    "--out",
+    file,
+    "--progress",
+    "none",
+  ]);
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1);
 });
@@ -54,7 +99,18 @@ test("an IDX test split with no images is bad input for analyze and attack", asy
   writeFileSync(join(dir, "t10k-labels-idx1-ubyte"), idx(8, [0]));
   for (const args of [
     ["analyze", "--random-init", "--n", "2", "--data", `idx:${dir}`],
-    ["attack", "--model", "vit-tiny", "--random-init", "--n", "2", "--eps", "0.1", "--data", `idx:${dir}`],
+    [
+      "attack",
+      "--model",
+      "vit-tiny",
+      "--random-init",
+      "--n",
+      "2",
+      "--eps",
+      "0.1",
+      "--data",
+      `idx:${dir}`,
+    ],
   ]) {
     const r = await runAttnlipHere(args);
     assert.equal(r.code, 2, `${args[0]}: ${r.stderr}`);
@@ -64,9 +120,25 @@ test("an IDX test split with no images is bad input for analyze and attack", asy
 });
 
 test("analyze refuses a model whose logits are not finite", () => {
-  const model = createModel({ kind: "vit", imageSize: 28, channels: 1, patchSize: 7, dModel: 8, heads: 2, blocks: 1, mlpHidden: 16, classes: 10 }, 0) as TransformerClassifier;
+  const model = createModel(
+    {
+      kind: "vit",
+      imageSize: 28,
+      channels: 1,
+      patchSize: 7,
+      dModel: 8,
+      heads: 2,
+      blocks: 1,
+      mlpHidden: 16,
+      classes: 10,
+    },
+    0,
+  ) as TransformerClassifier;
   const w = model.getWeights().get("head.w")!;
-  model.setWeights({ "head.w": { data: new Float32Array(w.data.length).fill(NaN), shape: w.shape } }, { partial: true });
+  model.setWeights(
+    { "head.w": { data: new Float32Array(w.data.length).fill(NaN), shape: w.shape } },
+    { partial: true },
+  );
   const x = tf.zeros([1, 28, 28, 1]);
   const before = tf.memory().numTensors;
   assert.throws(() => analyze(model, x), /logits are not finite/);
