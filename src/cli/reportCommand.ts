@@ -1,12 +1,13 @@
 import { Command } from "commander";
 import { InputError } from "../util/errors.ts";
-import { checkOutPath } from "../io/outPath.ts";
+import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 
 interface ReportFlags {
   out?: string;
   names?: string;
   title?: string;
   allowMixed?: boolean;
+  force?: boolean;
 }
 
 /**
@@ -28,6 +29,7 @@ export function reportCommand(): Command {
     .option("--out <file>", "the HTML file to write (required)")
     .option("--names <a,b>", "names shown for the runs (default: the folder names)")
     .option("--title <text>", "title of the report")
+    .option("--force", "replace an existing --out file (default: refused)")
     .option(
       "--allow-mixed",
       "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (default: refused)",
@@ -45,6 +47,7 @@ export function reportCommand(): Command {
       const out = flags.out;
       // Before any work: an --out that cannot be written is refused now, not after the charts.
       checkOutPath(out, "file", "--out", "report");
+      refuseToReplace([out], flags.force === true, "report", "FILE");
       const { isStudyFolder } = await import("./studyRun.ts");
       if (isStudyFolder(runA)) {
         if (runB !== undefined)
@@ -82,7 +85,15 @@ export function reportCommand(): Command {
       }
       if (flags.title !== undefined && flags.title.trim() === "")
         throw new InputError("--title: empty title");
-      const { buildReport, writeReport } = await import("../report/report.ts");
+      const { buildReport, writeReport, trainingDifferences } = await import("../report/report.ts");
+      const { loadRun } = await import("../report/load.ts");
+      if (dirs.length === 2) {
+        const apart = trainingDifferences(await Promise.all(dirs.map((d) => loadRun(d))));
+        if (apart.length > 0)
+          console.error(
+            `report: warning: the runs were trained differently in more than JaSMin (${apart.join("; ")}); the report says so at its top`,
+          );
+      }
       const html = await buildReport(
         dirs.map((dir, i) => ({ dir, name: names?.[i] })),
         { title: flags.title, allowMixed: flags.allowMixed === true },

@@ -291,7 +291,7 @@ export function trainCommand(): Command {
       if (result.trainSeconds === 0) {
         const st = result.trainState;
         console.log(
-          `already trained to epoch ${st.epoch} of ${st.epochs}: nothing to do (pass --epochs N with N > ${st.epoch} to train on); ` +
+          `already trained to epoch ${st.epoch}${st.epochs >= st.epoch ? ` of ${st.epochs}` : ` (--epochs ${st.epochs} asks for fewer; a run is never shortened)`}: nothing to do (pass --epochs N with N > ${st.epoch} to train on); ` +
             `test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, checkpoint in ${result.out}`,
         );
         result.model.dispose();

@@ -225,7 +225,7 @@ export function checkHeldOut(
 export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   const leftOut =
     split.leftOut !== undefined && split.leftOut > 0
-      ? `; ${split.leftOut} whose input equals a training input ${split.leftOut === 1 ? "is" : "are"} left out`
+      ? `; ${split.leftOut} test example${split.leftOut === 1 ? " of the split whose input equals a training input is" : "s of the split whose input equals a training input are"} left out before the first are chosen`
       : "";
   const unchecked =
     split.origin === "other-data" && split.inputsChecked === false

@@ -690,6 +690,58 @@ export function attackDifferences(runs: readonly RunData[]): string[] {
 }
 
 /**
+ * How two runs' training differs apart from JaSMin, in words ("epochs: 3 vs 5"): the model
+ * configuration, the data and its size, the seed, the epochs, the batch and the optimizer's
+ * settings, from config.json and train_state.json. Empty for fewer than two runs, when a run
+ * has no train_state.json, or when they agree.
+ *
+ * @example trainingDifferences(runs) // ["epochs: 3 vs 5"]
+ */
+export function trainingDifferences(runs: readonly RunData[]): string[] {
+  if (runs.length < 2 || runs.some((r) => r.trainState === null)) return [];
+  const at = (value: unknown, path: string): unknown =>
+    path
+      .split(".")
+      .reduce<unknown>(
+        (o, k) =>
+          o !== null && typeof o === "object" ? (o as Record<string, unknown>)[k] : undefined,
+        value,
+      );
+  const show = (v: unknown) =>
+    v === undefined ? "-" : typeof v === "object" ? JSON.stringify(v) : String(v);
+  const [a, b] = runs;
+  const fields: [string, unknown, unknown][] = [
+    ["model", a.config, b.config],
+    ...[
+      "data.spec",
+      "data.trainCount",
+      "data.limit",
+      "seed",
+      "epochs",
+      "batchSize",
+      "optimizer.lr",
+      "optimizer.minLr",
+      "optimizer.weightDecay",
+      "optimizer.clip",
+      "optimizer.warmupSteps",
+    ].map(
+      (path) =>
+        [
+          path.replace(/^data\.|^optimizer\./, ""),
+          at(a.trainState, path),
+          at(b.trainState, path),
+        ] as [string, unknown, unknown],
+    ),
+  ];
+  return fields
+    .filter(([, x, y]) => JSON.stringify(x) !== JSON.stringify(y))
+    .map(
+      ([name, x, y]) =>
+        `${name}: ${name === "model" ? "different configurations" : `${show(x)} vs ${show(y)}`}`,
+    );
+}
+
+/**
  * Builds the HTML report comparing one or two runs: a self-contained page (inline CSS and
  * inline SVG charts rendered from Vega-Lite in Node, no scripts, no external references).
  * Sections for which a run has no data say "not available".
@@ -709,6 +761,7 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     throw new InputError(
       `report: the two runs were attacked differently (${mixed.join("; ")}), so one chart would mix them; attack them alike, or give --allow-mixed to draw them anyway with the differences listed`,
     );
+  const trainedApart = trainingDifferences(data);
   const title = options.title ?? `attnlip report: ${names.join(" vs ")}`;
   const maxMapSize = options.maxMapSize ?? 64;
 
@@ -738,6 +791,13 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
   const body = [
     `<h1>${escapeHtml(title)}</h1>`,
     `<p class="runs">${runLine}</p>`,
+    ...(trainedApart.length > 0
+      ? [
+          warning(
+            `These runs were trained differently in more than JaSMin (${trainedApart.join("; ")}): a difference in their results may come from these as well.`,
+          ),
+        ]
+      : []),
     `<div class="howto"><strong>How to read this report.</strong> ${HOW_TO_READ}</div>`,
     ...(options.note !== undefined
       ? [

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, open, readFile, rename, rm, stat } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { createModel, type Model } from "../nn/create.ts";
@@ -371,8 +371,21 @@ async function checkFolder(dir: string): Promise<void> {
   if (!isDir) fail(dir, "not a folder");
   await recoverCheckpoint(dir);
   const missing = CHECKPOINT_FILES.filter((f) => !existsSync(join(dir, f)));
-  if (missing.length > 0)
-    fail(dir, `missing ${missing.join(", ")} (not a training checkpoint, or an incomplete copy)`);
+  if (missing.length > 0) {
+    // A folder of runs (the demo's runs/demo, a study's runs/): name the checkpoints inside it.
+    const inside = (await readdir(dir, { withFileTypes: true }))
+      .filter(
+        (e) => e.isDirectory() && CHECKPOINT_FILES.every((f) => existsSync(join(dir, e.name, f))),
+      )
+      .map((e) => `${e.name}/`)
+      .sort();
+    fail(
+      dir,
+      inside.length > 0
+        ? `not a checkpoint itself, but it holds ${inside.length === 1 ? "one" : inside.length}: ${inside.slice(0, 5).join(", ")}${inside.length > 5 ? ", ..." : ""}; give one of them, e.g. ${join(dir, inside[0].slice(0, -1))}`
+        : `missing ${missing.join(", ")} (not a training checkpoint, or an incomplete copy)`,
+    );
+  }
 }
 
 function metadataStep(

@@ -112,7 +112,7 @@ test("a text checkpoint's training rows are left out of a re-sorted copy, a copy
     assert.ok(inTest > 0, `${name}: the copy's test split should hold training rows`);
     assert.equal(chosen.info.leftOut, inTest, name);
     assert.equal(chosen.info.evaluated, copy.test.count - inTest, name);
-    assert.match(describeSplit(chosen.info), new RegExp(`; ${inTest} whose input equals a training input (is|are) left out$`));
+    assert.match(describeSplit(chosen.info), new RegExp(`; ${inTest} test examples? of the split whose input equals a training input (is|are) left out before the first are chosen$`));
   }
 
   // The CLI says so; a copy holding nothing but training rows is refused (exit 2, one line).
@@ -122,7 +122,7 @@ test("a text checkpoint's training rows are left out of a re-sorted copy, a copy
     spawnSync(process.execPath, [bin, "analyze", out, "--data", data, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(dir, "analysis"), "--force"], { encoding: "utf8" });
   const ok = cli(`csv:${join(dir, "re-sorted.csv")}`);
   assert.equal(ok.status, 0, ok.stderr);
-  assert.match(ok.stdout, /data: test split of csv:.*re-sorted\.csv \(not the checkpoint's training data.*\); evaluating the first \d+ held out \(sha256:[0-9a-f]{16}\); \d+ whose input equals a training input are left out/);
+  assert.match(ok.stdout, /data: test split of csv:.*re-sorted\.csv \(not the checkpoint's training data.*\); evaluating the first \d+ held out \(sha256:[0-9a-f]{16}\); \d+ test examples of the split whose input equals a training input are left out before the first are chosen/);
   const analysis = JSON.parse(readFileSync(join(dir, "analysis", "analysis.json"), "utf8"));
   assert.ok(analysis.split.leftOut > 0);
   const refused = cli(`csv:${trainOnly}`);

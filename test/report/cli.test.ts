@@ -73,3 +73,52 @@ test("attnlip report: bad input exits 2 with one line and writes nothing", async
   );
   rmSync(dir, { recursive: true });
 });
+
+test("report refuses to replace an existing --out without --force, and warns when the runs were trained differently in more than JaSMin", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-report-cli-"));
+  const out = join(dir, "report.html");
+  const first = await runAttnlipHere(["report", FIXTURES.baseline, FIXTURES.jasmin, "--out", out]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(first.stderr, "", "the fixtures differ only in JaSMin");
+  const before = readFileSync(out, "utf8");
+  assert.doesNotMatch(before, /trained differently/);
+  const again = await runAttnlipHere(["report", FIXTURES.baseline, FIXTURES.jasmin, "--out", out]);
+  assert.equal(again.code, 2);
+  assert.match(
+    again.stderr,
+    /^attnlip: report: .*report\.html exists \(an earlier result\); give --force to replace it, or --out FILE to write elsewhere\n$/,
+  );
+  assert.equal(readFileSync(out, "utf8"), before);
+
+  // A copy of the JaSMin run extended to 5 epochs, as README's `train --resume --epochs 5` does.
+  const longer = join(dir, "longer");
+  mkdirSync(longer);
+  for (const f of ["analysis.json", "attack.json", "config.json", "metrics.jsonl"])
+    writeFileSync(join(longer, f), readFileSync(join(FIXTURES.jasmin, f)));
+  const state = JSON.parse(readFileSync(join(FIXTURES.jasmin, "train_state.json"), "utf8")) as {
+    epochs: number;
+    optimizer: { lr: number };
+  };
+  writeFileSync(
+    join(longer, "train_state.json"),
+    JSON.stringify({ ...state, epochs: 5, optimizer: { ...state.optimizer, lr: 0.002 } }),
+  );
+  const forced = await runAttnlipHere([
+    "report",
+    FIXTURES.baseline,
+    longer,
+    "--out",
+    out,
+    "--force",
+  ]);
+  assert.equal(forced.code, 0, forced.stderr);
+  assert.equal(
+    forced.stderr,
+    "report: warning: the runs were trained differently in more than JaSMin (epochs: 3 vs 5; lr: 0.001 vs 0.002); the report says so at its top\n",
+  );
+  assert.match(
+    readFileSync(out, "utf8"),
+    /Warning: These runs were trained differently in more than JaSMin \(epochs: 3 vs 5; lr: 0\.001 vs 0\.002\)/,
+  );
+  rmSync(dir, { recursive: true });
+});

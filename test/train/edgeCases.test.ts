@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
@@ -51,7 +51,7 @@ test("resuming a finished run says there is nothing to do, with no NaN", async (
     "--test-limit",
     "32",
     "--epochs",
-    "1",
+    "2",
     "--out",
     out,
     "--progress",
@@ -60,8 +60,21 @@ test("resuming a finished run says there is nothing to do, with no NaN", async (
   assert.equal(first.code, 0, first.stderr);
   const again = await runAttnlipHere(["train", "--resume", out]);
   assert.equal(again.code, 0, again.stderr);
-  assert.match(again.stdout, /already trained to epoch 1 of 1: nothing to do/);
+  assert.match(again.stdout, /already trained to epoch 2 of 2: nothing to do/);
   assert.doesNotMatch(again.stdout, /NaN/);
+  const fewer = await runAttnlipHere(["train", "--resume", out, "--epochs", "1"]);
+  assert.equal(fewer.code, 0, fewer.stderr);
+  assert.match(
+    fewer.stdout,
+    /^already trained to epoch 2 \(--epochs 1 asks for fewer; a run is never shortened\): nothing to do/,
+  );
+  // The folder that holds the run (as runs/demo holds baseline/ and jasmin/) names it.
+  const parent = await runAttnlipHere(["analyze", dirname(out), "--n", "1"]);
+  assert.equal(parent.code, 2);
+  assert.match(
+    parent.stderr,
+    /^attnlip: checkpoint .*: not a checkpoint itself, but it holds one: run\/; give one of them, e\.g\. .*\/run\n$/,
+  );
 });
 
 test("--out naming a plain file is bad input (exit 2)", async () => {
