@@ -4,14 +4,21 @@ import { build } from "esbuild";
 /**
  * The explorer's two scripts, bundled for the browser by esbuild: page.js (the page) and
  * worker.js (its web worker, with tfjs and the maths). Bundled when `attnlip explore` starts
- * (a second or two), from the TypeScript sources in a checkout and from the compiled dist/
- * in the installed package.
+ * (a second or two; once per process), from the TypeScript sources in a checkout and from the
+ * compiled dist/ in the installed package.
  *
  * @returns the scripts' text by file name.
  * @throws Error from esbuild when a module cannot be resolved.
  * @example const { "page.js": page } = await bundleExplorer();
  */
-export async function bundleExplorer(): Promise<Record<"page.js" | "worker.js", string>> {
+export function bundleExplorer(): Promise<Record<"page.js" | "worker.js", string>> {
+  bundled ??= bundle(); // the sources do not change while a process runs
+  return bundled;
+}
+
+let bundled: Promise<Record<"page.js" | "worker.js", string>> | undefined;
+
+async function bundle(): Promise<Record<"page.js" | "worker.js", string>> {
   const source = (name: string) => {
     const ts = new URL(`./${name}.ts`, import.meta.url);
     return existsSync(ts) ? ts : new URL(`./${name}.js`, import.meta.url);

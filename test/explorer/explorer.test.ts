@@ -108,7 +108,14 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
   const dir = mkdtempSync(join(tmpdir(), "attnlip-explore-"));
   try {
     const out = join(dir, "site");
-    const r = runAttnlip(["explore", "--out", out, "--digits", "3"]);
+    // One real process (a refusal, before any work); the rest in this one, which bundles the page once.
+    const spawned = runAttnlip(["explore", "--port", "70000"]);
+    assert.equal(spawned.code, 2, spawned.stderr);
+    assert.equal(
+      spawned.stderr,
+      'attnlip: explore: --port: must be an integer from 0 to 65535, got "70000"\n',
+    );
+    const r = await runAttnlipHere(["explore", "--out", out, "--digits", "3"]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^wrote .*site\/ \(7 files/);
     for (const f of [
@@ -185,7 +192,8 @@ test(
   { skip, timeout: 120_000 },
   async () => {
     assert.ok(!missing, `${CHROMIUM} is missing; CI must install it (.ci/install-chromium)`);
-    const { url, close } = await serveExplorer(await explorerFiles(undefined, 4), "127.0.0.1", 0);
+    const files = await explorerFiles(undefined, 4);
+    const { url, close } = await serveExplorer(files, "127.0.0.1", 0);
     const { chromium } = await import("playwright-core");
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -238,6 +246,33 @@ test(
           `${r.layer}: a bound below the true value`,
         );
       }
+      // The page's web worker computed what Node computes from the same model and digit (the
+      // library entry, bundled for the browser): to 1e-12, as the browser's V8 may round a
+      // Math function differently in the last bit.
+      await useBackend("cpu");
+      const model = modelFromBytes(
+        JSON.parse(files.get("model/config.json") as string),
+        files.get("model/model.safetensors") as Uint8Array,
+      );
+      const inNode = inspect(
+        model,
+        (JSON.parse(files.get("digits.json") as string) as { pixels: number[] }[])[2].pixels,
+      );
+      model.dispose();
+      const near = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
+      table.forEach((r, l) => {
+        const node = inNode.layers[l];
+        assert.ok(
+          near(r.truth, node.true),
+          `${r.layer} true: ${r.truth} in the browser, ${node.true} in Node`,
+        );
+        Object.values(node.bounds).forEach((b, k) =>
+          assert.ok(
+            near(r.bounds[k], b!),
+            `${r.layer} bound ${k}: ${r.bounds[k]} in the browser, ${b} in Node`,
+          ),
+        );
+      });
       assert.ok(
         (await page.$$("#maps svg")).length === 1 && (await page.$$("#row-sigma svg")).length === 1,
         "maps and row sigma drawn",

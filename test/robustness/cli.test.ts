@@ -154,7 +154,8 @@ test("bad input exits 2 with one clear line", async () => {
 
 test("attack on a trained checkpoint prints the table and writes attack.json atomically", async () => {
   const ck = join(dir, "ck");
-  const trained = await attnlip([
+  // Trained in this process (the attacks below run as separate processes).
+  const trained = await runAttnlipHere([
     "train",
     "--data",
     "mnist",
