@@ -5,6 +5,7 @@ import { benchTrain } from "./train.bench.ts";
 import { benchParallel } from "./parallel.bench.ts";
 import { benchHf } from "./hf.bench.ts";
 import { benchTokenizers } from "./tokenizers.bench.ts";
+import { benchExplorer } from "./explorer.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -17,6 +18,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   parallel: benchParallel,
   hf: benchHf,
   tokenizers: benchTokenizers,
+  explorer: benchExplorer,
 };
 
 const wanted = process.argv.slice(2);

@@ -47,7 +47,6 @@ export function reportCommand(): Command {
       const out = flags.out;
       // Before any work: an --out that cannot be written is refused now, not after the charts.
       checkOutPath(out, "file", "--out", "report");
-      refuseToReplace([out], flags.force === true, "report", "FILE");
       const { isStudyFolder } = await import("./studyRun.ts");
       if (isStudyFolder(runA)) {
         if (runB !== undefined)
@@ -58,6 +57,7 @@ export function reportCommand(): Command {
           throw new InputError(
             "report: --names and --allow-mixed apply to run folders, not to a study folder",
           );
+        refuseToReplace([out], flags.force === true, "report", "FILE");
         const { aggregateStudy } = await import("../study/aggregate.ts");
         const { buildStudyReport } = await import("../report/study.ts");
         const { writeReport } = await import("../report/report.ts");
@@ -85,6 +85,7 @@ export function reportCommand(): Command {
       }
       if (flags.title !== undefined && flags.title.trim() === "")
         throw new InputError("--title: empty title");
+      refuseToReplace([out], flags.force === true, "report", "FILE");
       const { buildReport, writeReport, trainingDifferences } = await import("../report/report.ts");
       const { loadRun } = await import("../report/load.ts");
       if (dirs.length === 2) {

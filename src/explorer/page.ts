@@ -174,7 +174,9 @@ function boundsTable(r: Inspection): string {
 
 async function show(input: { pixels: number[]; label: number | null }): Promise<void> {
   current = input;
-  drawPixels($<HTMLCanvasElement>("input"), input.pixels, 28);
+  const shown = $<HTMLCanvasElement>("input");
+  drawPixels(shown, input.pixels, 28);
+  shown.dataset.pixels = JSON.stringify(input.pixels); // what the model reads, for anyone checking the page
   const reply = await ask({ kind: "inspect", pixels: input.pixels });
   if (reply.kind === "error") return status(`error: ${reply.message}`);
   if (reply.kind !== "inspected" || current !== input) return; // superseded by a newer input
@@ -187,6 +189,7 @@ async function show(input: { pixels: number[]; label: number | null }): Promise<
   $("maps").innerHTML = await renderVegaLite(attentionMapsSpec(r.maps, r.n, 64), "maps");
   $("row-sigma").innerHTML = await renderVegaLite(rowSigmaSpec(r.rowSigma), "rowsigma");
   status(`analysed in ${reply.seconds.toFixed(1)} s`);
+  document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
 }
 
 // ---- attack panel

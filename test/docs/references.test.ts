@@ -44,10 +44,14 @@ test("every cited repository path (docs/*.md, src/**, test/**) exists, and every
   assert.deepEqual(missing, []);
 });
 
-test("package.json's entry points name files that exist", () => {
+test("package.json's entry points name files that exist (built files: their sources, as npm run build compiles dist/X.js from src/X.ts)", () => {
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
-  const entries: string[] = [];
-  if (typeof pkg.main === "string") entries.push(pkg.main);
+  const entries: string[] = [pkg.main, pkg.types];
   for (const v of Object.values(pkg.bin ?? {})) entries.push(v as string);
-  for (const e of entries) assert.ok(existsSync(join(root, e)), `package.json names ${e}, which does not exist`);
+  for (const v of Object.values(pkg.exports ?? {})) entries.push(...(typeof v === "string" ? [v] : Object.values(v as Record<string, string>)));
+  assert.ok(entries.length >= 9, `found ${entries.length} entries`);
+  for (const e of entries) {
+    const file = e.replace(/^\.\//, "").replace(/^dist\/(.*?)(\.d)?\.js$|^dist\/(.*?)\.d\.ts$/, (_m, a, _d, b) => `src/${a ?? b}.ts`);
+    assert.ok(existsSync(join(root, file)), `package.json names ${e}, and ${file} does not exist`);
+  }
 });

@@ -5,7 +5,7 @@
 // no error and no request outside the page's server.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useBackend, tf } from "../../src/backend.ts";
@@ -187,13 +187,91 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
   }
 });
 
+/** The bounds table of the page: per layer, the true value and each bound (full precision). */
+async function pageTable(page: import("playwright-core").Page) {
+  return page.$$eval("table.bounds tr[data-layer]", (rows) =>
+    rows.map((r) => ({
+      layer: (r as HTMLElement).dataset.layer!,
+      truth: Number((r as HTMLElement).dataset.true),
+      bounds: [...r.querySelectorAll("td[data-bound]")].map((c) =>
+        Number((c as HTMLElement).dataset.bound),
+      ),
+    })),
+  );
+}
+
+/** Waits until the page has finished its k-th analysis (body[data-analyses]). */
+async function analysed(page: import("playwright-core").Page, k: number): Promise<void> {
+  await page.waitForFunction((want) => Number(document.body.dataset.analyses ?? 0) >= want, k, {
+    timeout: 60_000,
+  });
+}
+
+/**
+ * Checks the page's table and prediction against Node's inspect() of the same model at the
+ * pixels the page analysed: the web worker runs the library entry bundled for the browser, so
+ * the numbers agree to the last bits (1e-12: the browser's V8 may round a Math function
+ * differently).
+ */
+async function sameAsNode(
+  page: import("playwright-core").Page,
+  config: unknown,
+  weights: Uint8Array,
+  what: string,
+): Promise<number[]> {
+  const pixels = JSON.parse((await page.getAttribute("#input", "data-pixels"))!) as number[];
+  await useBackend("cpu");
+  const model = modelFromBytes(config, weights);
+  const inNode = inspect(model, pixels);
+  model.dispose();
+  const table = await pageTable(page);
+  assert.deepEqual(
+    table.map((r) => r.layer),
+    inNode.layers.map((l) => l.name),
+    what,
+  );
+  const near = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
+  table.forEach((r, l) => {
+    const node = inNode.layers[l];
+    assert.ok(r.truth > 0 && r.bounds.length >= 10, `${what}: ${r.layer}`);
+    assert.ok(
+      r.bounds.every((b) => b >= r.truth * (1 - 1e-9)),
+      `${what}: ${r.layer}: a bound below the true value`,
+    );
+    assert.ok(
+      near(r.truth, node.true),
+      `${what}: ${r.layer} true: ${r.truth} in the browser, ${node.true} in Node`,
+    );
+    Object.values(node.bounds).forEach((b, k) =>
+      assert.ok(
+        near(r.bounds[k], b!),
+        `${what}: ${r.layer} bound ${k}: ${r.bounds[k]} in the browser, ${b} in Node`,
+      ),
+    );
+  });
+  const predicted = inNode.probabilities.indexOf(Math.max(...inNode.probabilities));
+  assert.equal(Number(await page.textContent("#predicted")), predicted, `${what}: prediction`);
+  return pixels;
+}
+
 test(
-  "the explorer page works in headless Chromium: playground, a held-out digit, bounds at or above the truth, maps, an attack",
-  { skip, timeout: 120_000 },
+  "the explorer in headless Chromium: a row's sigma, a drawn digit, a picked digit and a picked checkpoint analysed as in Node, an attack; no errors",
+  { skip, timeout: 180_000 },
   async () => {
     assert.ok(!missing, `${CHROMIUM} is missing; CI must install it (.ci/install-chromium)`);
     const files = await explorerFiles(undefined, 4);
+    const bundledConfig = JSON.parse(files.get("model/config.json") as string);
+    const bundledWeights = files.get("model/model.safetensors") as Uint8Array;
     const { url, close } = await serveExplorer(files, "127.0.0.1", 0);
+    // A checkpoint to pick on the page: another vit-micro (random, seed 7), as attnlip writes it.
+    const picked = join(mkdtempSync(join(tmpdir(), "attnlip-explore-pick-")), "my-vit");
+    mkdirSync(picked);
+    const other = createModel("vit-micro", 7) as TransformerClassifier;
+    const otherConfig = JSON.parse(JSON.stringify(other.config));
+    const otherWeights = encodeSafetensors(other.getWeights());
+    other.dispose();
+    writeFileSync(join(picked, "config.json"), JSON.stringify(otherConfig));
+    writeFileSync(join(picked, "model.safetensors"), otherWeights);
     const { chromium } = await import("playwright-core");
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -211,6 +289,8 @@ test(
           problems.push(`request outside the page's server: ${r.url()}`);
       });
       await page.goto(url);
+      await analysed(page, 1); // the first held-out digit, on load
+
       // The playground: probabilities as given (normalised), sigma exact.
       await page.selectOption("#row-mode", "probabilities");
       await page.fill("#row", "0.5, 0.3, 0.2");
@@ -218,71 +298,69 @@ test(
         (want) => document.querySelector("#sigma-exact")?.textContent === want,
         formatNumber(sigma([0.5, 0.3, 0.2])),
       );
-      // The first digit is shown on load; then another is picked.
-      await page.waitForSelector("table.bounds");
+
+      // A digit drawn with mouse strokes (a "7").
+      const box = (await page.locator("#draw").boundingBox())!;
+      const stroke = async (points: [number, number][]) => {
+        await page.mouse.move(box.x + points[0][0] * box.width, box.y + points[0][1] * box.height);
+        await page.mouse.down();
+        for (const [x, y] of points.slice(1))
+          await page.mouse.move(box.x + x * box.width, box.y + y * box.height, { steps: 8 });
+        await page.mouse.up();
+      };
+      await stroke([
+        [0.25, 0.2],
+        [0.75, 0.2],
+        [0.45, 0.85],
+      ]);
+      await analysed(page, 2);
+      const drawn = await sameAsNode(page, bundledConfig, bundledWeights, "drawn digit");
+      assert.ok(drawn.filter((v) => v > 0.5).length > 20, "the strokes reached the model's input");
+
+      // A held-out test digit, picked.
       await page.click("canvas.digit[data-index='2']");
-      await page.waitForFunction(
-        () =>
-          /true label \d/.test(document.querySelector("#prediction")?.textContent ?? "") &&
-          /analysed/.test(document.querySelector("#status")?.textContent ?? ""),
-      );
-      const table = await page.$$eval("table.bounds tr[data-layer]", (rows) =>
-        rows.map((r) => ({
-          layer: (r as HTMLElement).dataset.layer!,
-          truth: Number((r as HTMLElement).dataset.true),
-          bounds: [...r.querySelectorAll("td[data-bound]")].map((c) =>
-            Number((c as HTMLElement).dataset.bound),
-          ),
-        })),
-      );
+      await analysed(page, 3);
+      assert.match((await page.textContent("#prediction"))!, /true label \d/);
+      const digit2 = await sameAsNode(page, bundledConfig, bundledWeights, "held-out digit 2");
+
+      // A checkpoint folder picked with the file picker replaces the model and reanalyses.
+      await page.setInputFiles("#folder", picked);
+      await analysed(page, 4);
+      assert.equal(await page.textContent("#model-name"), "my-vit");
       assert.deepEqual(
-        table.map((r) => r.layer),
-        ["block 0", "network"],
+        await sameAsNode(page, otherConfig, otherWeights, "picked checkpoint"),
+        digit2,
       );
-      for (const r of table) {
-        assert.ok(r.truth > 0 && r.bounds.length >= 10, r.layer);
-        assert.ok(
-          r.bounds.every((b) => b >= r.truth * (1 - 1e-9)),
-          `${r.layer}: a bound below the true value`,
-        );
-      }
-      // The page's web worker computed what Node computes from the same model and digit (the
-      // library entry, bundled for the browser): to 1e-12, as the browser's V8 may round a
-      // Math function differently in the last bit.
-      await useBackend("cpu");
-      const model = modelFromBytes(
-        JSON.parse(files.get("model/config.json") as string),
-        files.get("model/model.safetensors") as Uint8Array,
-      );
-      const inNode = inspect(
-        model,
-        (JSON.parse(files.get("digits.json") as string) as { pixels: number[] }[])[2].pixels,
-      );
-      model.dispose();
-      const near = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
-      table.forEach((r, l) => {
-        const node = inNode.layers[l];
-        assert.ok(
-          near(r.truth, node.true),
-          `${r.layer} true: ${r.truth} in the browser, ${node.true} in Node`,
-        );
-        Object.values(node.bounds).forEach((b, k) =>
-          assert.ok(
-            near(r.bounds[k], b!),
-            `${r.layer} bound ${k}: ${r.bounds[k]} in the browser, ${b} in Node`,
-          ),
-        );
-      });
-      assert.ok(
-        (await page.$$("#maps svg")).length === 1 && (await page.$$("#row-sigma svg")).length === 1,
-        "maps and row sigma drawn",
-      );
-      // The attack panel.
+
+      // The attack panel: PGD at eps 0.1, 3 steps; the margin at eps 0.1 as Node computes it.
       await page.fill("#steps", "3");
       await page.click("#run-attack");
       await page.waitForSelector("#adv-margin");
-      assert.ok(Number.isFinite(Number(await page.textContent("#adv-margin"))));
-      assert.ok((await page.$$("#margins svg")).length === 1);
+      await useBackend("cpu");
+      const model = modelFromBytes(otherConfig, otherWeights);
+      const label2 = (JSON.parse(files.get("digits.json") as string) as { label: number }[])[2]
+        .label;
+      const inNode = attackCurve(
+        model,
+        digit2,
+        label2,
+        "pgd",
+        Array.from({ length: 9 }, (_, i) => (0.1 * i) / 8),
+        3,
+      );
+      model.dispose();
+      assert.equal(Number(await page.textContent("#adv-predicted")), inNode.points[8].predicted);
+      assert.ok(
+        Math.abs(Number(await page.textContent("#adv-margin")) - inNode.points[8].margin) <=
+          1e-3 * Math.max(1, Math.abs(inNode.points[8].margin)),
+        "the margin as in Node (to the 4 digits shown)",
+      );
+      assert.ok(
+        (await page.$$("#maps svg")).length === 1 &&
+          (await page.$$("#row-sigma svg")).length === 1 &&
+          (await page.$$("#margins svg")).length === 1,
+        "charts drawn",
+      );
       assert.deepEqual(problems, []);
     } finally {
       await browser.close();

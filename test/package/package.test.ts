@@ -8,6 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import {
+  chmodSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -121,8 +122,16 @@ console.log(JSON.stringify({ sigma: sigma([0.5, 0.3, 0.2]), top2: sigmaTop2([0.5
       // The installed command runs the compiled code (no src/ beside its bin), worker threads too.
       const bin = join(modules, "attnlip", "bin", "attnlip.js");
       assert.equal(node([bin, "--version"], project).stdout, `${version}\n`);
-      const row = node([bin, "sigma", "0.5,0.3,0.2", "--json"], project);
-      assert.equal(row.code, 0, row.stderr);
+      // `npx attnlip` in the project, as npm install links it (node_modules/.bin/attnlip).
+      mkdirSync(join(modules, ".bin"));
+      symlinkSync("../attnlip/bin/attnlip.js", join(modules, ".bin", "attnlip"));
+      chmodSync(bin, 0o755);
+      const npx = spawnSync("npx", ["--no-install", "attnlip", "sigma", "0.5,0.3,0.2", "--json"], {
+        cwd: project,
+        encoding: "utf8",
+      });
+      assert.equal(npx.status, 0, npx.stderr);
+      const row = { stdout: npx.stdout };
       assert.equal((JSON.parse(row.stdout) as { sigmaTop2: number }).sigmaTop2, 0.4);
       const analysed = node(
         [
@@ -155,6 +164,18 @@ console.log(JSON.stringify({ sigma: sigma([0.5, 0.3, 0.2]), top2: sigmaTop2([0.5
       const wrong = node([bin, "sigma", "0.5,abc"], project);
       assert.equal(wrong.code, 2);
       assert.equal(wrong.stderr.trim().split("\n").length, 1, wrong.stderr);
+
+      // README's five-line example, as README gives it.
+      const example = /Five lines in that project[\s\S]*?```js\n([\s\S]*?)```/.exec(
+        readFileSync(join(root, "README.md"), "utf8"),
+      );
+      assert.ok(example !== null, "README's library example was not found");
+      writeFileSync(join(project, "example.mjs"), example[1]);
+      const ran = node(["example.mjs"], project);
+      assert.equal(ran.code, 0, ran.stderr);
+      const [s, truth, fused] = ran.stdout.trim().split(/\s+/);
+      assert.equal(Number(s), 0.38810249675906655, ran.stdout);
+      assert.ok(Number(truth) > 0 && Number(fused) >= Number(truth), ran.stdout);
 
       // A TypeScript project type-checks against the declarations (resolved through the exports map).
       writeFileSync(

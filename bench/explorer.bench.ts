@@ -1,0 +1,62 @@
+import { existsSync } from "node:fs";
+import { gzipSync } from "node:zlib";
+import { useBackend } from "../src/backend.ts";
+import { explorerFiles, serveExplorer } from "../src/cli/exploreRun.ts";
+import { inspect, modelFromBytes } from "../src/explorer/compute.ts";
+import { renderTable } from "../src/util/table.ts";
+import { timeMs } from "./timing.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+
+/**
+ * The explorer page (`attnlip explore`): its scripts' size gzipped (without the model, which is
+ * served apart), and the time from opening the page to its first analysed digit in headless
+ * Chromium (the bundled model, the first held-out digit: load, bundle parse, worker start,
+ * model load, one analysis), against the reference: the same analysis (inspect) in Node.
+ * Aims of issue 17: scripts under 5 MB gzipped, first analysed digit under 3 s.
+ */
+export async function benchExplorer(): Promise<Record<string, unknown>> {
+  const files = await explorerFiles(undefined, 12);
+  const gz = (name: string) => gzipSync(files.get(name)!).length;
+  const bytes = { page: gz("page.js"), worker: gz("worker.js"), html: gz("index.html") };
+  const totalMb = (bytes.page + bytes.worker + bytes.html) / 1e6;
+  await useBackend("cpu");
+  const model = modelFromBytes(JSON.parse(files.get("model/config.json") as string), files.get("model/model.safetensors") as Uint8Array);
+  const digit = (JSON.parse(files.get("digits.json") as string) as { pixels: number[] }[])[0].pixels;
+  const nodeMs = timeMs(() => void inspect(model, digit), { warmup: 1, repeats: 3, minMs: 0 });
+  model.dispose();
+  let firstMs: number | null = null;
+  if (existsSync(CHROMIUM)) {
+    const { url, close } = await serveExplorer(files, "127.0.0.1", 0);
+    const { chromium } = await import("playwright-core");
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu"] });
+    const samples: number[] = [];
+    try {
+      for (let r = 0; r < 3; r++) {
+        const page = await browser.newPage();
+        const start = performance.now();
+        await page.goto(url);
+        await page.waitForFunction(() => Number(document.body.dataset.analyses ?? 0) >= 1, undefined, { timeout: 120_000 });
+        samples.push(performance.now() - start);
+        await page.close();
+      }
+    } finally {
+      await browser.close();
+      await close();
+    }
+    firstMs = samples.sort((a, b) => a - b)[1];
+  } else console.log(`${CHROMIUM} is missing (bash .ci/install-chromium): no page timing`);
+  console.log(
+    renderTable(
+      ["what", "value", "ratio"],
+      [
+        ["page.js gzipped (KB)", (bytes.page / 1e3).toFixed(0), ""],
+        ["worker.js gzipped (KB)", (bytes.worker / 1e3).toFixed(0), ""],
+        ["scripts and html gzipped (MB; aim < 5)", totalMb.toFixed(2), ""],
+        ["one analysis in Node, ms (reference)", nodeMs.toFixed(0), "1"],
+        ["page load to first analysed digit, ms (aim < 3000)", firstMs === null ? "-" : firstMs.toFixed(0), firstMs === null ? "-" : (firstMs / nodeMs).toFixed(1)],
+      ],
+    ),
+  );
+  return { gzippedBytes: bytes, gzippedMb: totalMb, nodeInspectMs: nodeMs, firstAnalysedMs: firstMs };
+}
