@@ -13,6 +13,7 @@ export function explorerHtml(title: string): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
+<script>window.attnlipWorker = new Worker("worker.js"); // started first: it loads while page.js does</script>
 <title>attnlip explorer: ${esc(title)}</title>
 <style>
 body { font: 14px Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1300px; padding: 12px; color: #222; }

@@ -1,4 +1,3 @@
-import { HEAD_VARIANTS } from "../lipschitz/rules/index.ts";
 import { renderVegaLite } from "../report/render.ts";
 import { attentionMapsSpec } from "../report/charts.ts";
 import { sigma } from "../softmax/sigma.ts";
@@ -27,7 +26,8 @@ const status = (text: string): void => {
 type Unsent = ExplorerRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
 
 // ---- worker: one request at a time; a newer request of the same kind supersedes a waiting one
-const worker = new Worker("worker.js");
+const worker =
+  (window as unknown as { attnlipWorker?: Worker }).attnlipWorker ?? new Worker("worker.js");
 let nextId = 1;
 const pending = new Map<number, (reply: ExplorerReply) => void>();
 worker.onmessage = (event: MessageEvent<ExplorerReply>) => {
@@ -158,7 +158,9 @@ function setupDrawing(): void {
 }
 
 function boundsTable(r: Inspection): string {
-  const variants = HEAD_VARIANTS.filter((v) => r.layers.some((l) => l.bounds[v] !== undefined));
+  // The variants in the order the worker gives them (HEAD_VARIANTS'); importing that list here
+  // would bring tfjs into the page's script, which needs none of it.
+  const variants = Object.keys(r.layers[0].bounds) as (keyof (typeof r.layers)[0]["bounds"])[];
   const head = `<tr><th>layer</th><th>true value</th>${variants.map((v) => `<th>${v}</th>`).join("")}</tr>`;
   const rows = r.layers.map(
     (l) =>
@@ -254,9 +256,16 @@ async function pickFolder(files: FileList | null): Promise<void> {
 }
 
 async function start(): Promise<void> {
+  // The model and digits download, and the worker starts, while the page sets itself up; the
+  // playground's chart is drawn while the worker analyses the first digit.
+  const fetched = Promise.all([
+    fetch("model/info.json").then((r) => r.json() as Promise<{ name: string }>),
+    fetch("model/config.json").then((r) => r.json()),
+    fetch("model/model.safetensors").then((r) => r.arrayBuffer()),
+    fetch("digits.json").then((r) => r.json() as Promise<Digit[]>),
+  ]);
   for (const id of ["row", "row-mode", "temperature"])
     $(id).addEventListener("input", () => void updatePlayground());
-  await updatePlayground();
   setupDrawing();
   $("run-attack").addEventListener("click", () => void runAttack());
   $("eps").addEventListener("input", () => {
@@ -266,12 +275,7 @@ async function start(): Promise<void> {
     "change",
     (e) => void pickFolder((e.target as HTMLInputElement).files),
   );
-  const [info, config, weights, digitList] = await Promise.all([
-    fetch("model/info.json").then((r) => r.json() as Promise<{ name: string }>),
-    fetch("model/config.json").then((r) => r.json()),
-    fetch("model/model.safetensors").then((r) => r.arrayBuffer()),
-    fetch("digits.json").then((r) => r.json() as Promise<Digit[]>),
-  ]);
+  const [info, config, weights, digitList] = await fetched;
   digits = digitList;
   const strip = $("digits");
   digits.forEach((d, i) => {
@@ -284,7 +288,11 @@ async function start(): Promise<void> {
     c.addEventListener("click", () => void show(d));
     strip.appendChild(c);
   });
-  if (await loadModel(config, weights, info.name)) await show(digits[0]);
+  const first = loadModel(config, weights, info.name).then((ok) =>
+    ok ? show(digits[0]) : undefined,
+  );
+  await updatePlayground();
+  await first;
 }
 
 void start();
