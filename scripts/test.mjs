@@ -23,7 +23,7 @@ if (files.length === 0) {
 }
 const result = spawnSync(
   process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=2", ...files],
+  ["--import", "tsx", "--test", "--test-concurrency=3", ...files],
   // Commands in tests run in one thread unless a test asks for workers (test/parallel/):
   // starting a pool for each small run would cost more than it saves.
   { stdio: "inherit", env: { ...process.env, ATTNLIP_WORKERS: process.env.ATTNLIP_WORKERS ?? "1" } },

@@ -788,9 +788,22 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
         `${swatch(i)}<strong>${escapeHtml(r.name)}</strong> <small>(${escapeHtml(r.dir)})</small>`,
     )
     .join(" &nbsp;vs&nbsp; ");
+  // Checkpoints of 28x28 grey ViTs open in the explorer (attnlip explore), which a static file
+  // cannot start: the report gives the command.
+  const explorable = data.filter((r) => {
+    const c = r.config as { kind?: string; imageSize?: number; channels?: number } | null;
+    return r.trainState !== null && c?.kind === "vit" && c.imageSize === 28 && c.channels === 1;
+  });
   const body = [
     `<h1>${escapeHtml(title)}</h1>`,
     `<p class="runs">${runLine}</p>`,
+    ...(explorable.length > 0
+      ? [
+          `<p class="explore">In a browser, draw digits for ${explorable.length > 1 ? "these models" : "this model"}, attack them and see every bound beside the true value: ${explorable
+            .map((r) => `<code>attnlip explore ${escapeHtml(r.dir)}</code>`)
+            .join(", ")}.</p>`,
+        ]
+      : []),
     ...(trainedApart.length > 0
       ? [
           warning(

@@ -33,7 +33,8 @@ const QUICK_ANALYZE = ["--n", "2", "--no-head-truth", "--no-block-truth", "--ite
 
 test("analyze on a checkpoint writes CHECKPOINT/analysis.json and .csv by default; report then reads it", async () => {
   const ck = join(dir, "ck");
-  const trained = await attnlip([
+  // Trained in this process; the analysis runs as a user runs it.
+  const trained = await runAttnlipHere([
     "train", "--model", "vit-micro", "--epochs", "1", "--limit", "64", "--test-limit", "16",
     "--out", ck, "--progress", "none",
   ]);
@@ -51,7 +52,7 @@ test("analyze on a checkpoint writes CHECKPOINT/analysis.json and .csv by defaul
 test("analyze on a random-init model without --out writes nothing and says how to", async () => {
   const cwd = join(dir, "cwd");
   mkdirSync(cwd);
-  const r = await attnlip(["analyze", "--random-init", "--model", "vit-micro", ...QUICK_ANALYZE], cwd);
+  const r = await runAttnlipHere(["analyze", "--random-init", "--model", "vit-micro", ...QUICK_ANALYZE], { cwd });
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /give --out DIR to write analysis\.json/);
   assert.deepEqual(readdirSync(cwd), [], "nothing written");
@@ -130,10 +131,8 @@ test("text models are attacked in embedding space: no upper limit on eps in eith
   for (let i = 0; i < 40; i++) rows.push(i % 2 === 0 ? `free money offer now ${i},spam` : `project meeting notes ${i},ham`);
   writeFileSync(csv, rows.join("\n") + "\n");
   const common = ["attack", "--random-init", "--model", "text-tiny", "--data", `csv:${csv}`, "--n", "4", "--steps", "1"];
-  const [linf, l2] = await Promise.all([
-    attnlip([...common, "--norm", "linf", "--eps", "0,8", "--out", join(dir, "t-linf.json")]),
-    attnlip([...common, "--norm", "l2", "--eps", "0,1e6", "--out", join(dir, "t-l2.json")]),
-  ]);
+  const linf = await runAttnlipHere([...common, "--norm", "linf", "--eps", "0,8", "--out", join(dir, "t-linf.json")]);
+  const l2 = await runAttnlipHere([...common, "--norm", "l2", "--eps", "0,1e6", "--out", join(dir, "t-l2.json")]);
   assert.equal(linf.code, 0, linf.stderr);
   assert.equal(l2.code, 0, l2.stderr);
   assert.ok(existsSync(join(dir, "t-linf.json")) && existsSync(join(dir, "t-l2.json")));

@@ -125,8 +125,8 @@ test("--normalize survives sums that overflow", async () => {
   assert.equal(JSON.parse(r.stdout).sigma, 0.5);
 });
 
-test("a closed output pipe is not an error; no arguments prints help", () => {
-  const none = runAttnlip([]);
+test("a closed output pipe is not an error; no arguments prints help", async () => {
+  const none = await runAttnlipHere([]);
   assert.equal(none.code, 0);
   assert.match(none.stdout, /Usage: attnlip/);
 });

@@ -49,6 +49,8 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
   const html = readFileSync(join(out, "report.html"), "utf8");
   assert.match(html, /<svg/);
   assert.doesNotMatch(html, /https?:\/\//);
+  // The demo's checkpoints open in the explorer; the report gives the command for each.
+  assert.match(html, /<code>attnlip explore [^<]*baseline<\/code>, <code>attnlip explore [^<]*jasmin<\/code>/);
 });
 
 test("nearChanceNote: within a quarter of the way from chance to 100% gets the note, naming the runs; above gets none", () => {
@@ -88,9 +90,9 @@ test("attnlip demo rejects bad input with exit 2 and one line", async () => {
   }
 });
 
-test("attnlip demo --task text --quick runs the same story on the SpamAssassin corpus", () => {
+test("attnlip demo --task text --quick runs the same story on the SpamAssassin corpus", async () => {
   const out = join(mkdtempSync(join(tmpdir(), "attnlip-demo-text-")), "demo");
-  const r = runAttnlip(["demo", "--task", "text", "--quick", "--out", out], { timeoutMs: 300_000 });
+  const r = await runAttnlipHere(["demo", "--task", "text", "--quick", "--out", out]);
   assert.equal(r.code, 0, r.stderr);
   const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
   assert.equal(summary.settings.task, "text");

@@ -17,11 +17,12 @@ export function runAttnlip(args: string[], options: { cwd?: string; timeoutMs?: 
 /**
  * Runs the CLI in this process, without the start-up of a new one (about 2 s each): for inputs
  * the CLI refuses before doing any work. process.stdout / process.stderr writes (console
- * included) are captured while it runs; `cwd` is the working directory during the run.
+ * included) are captured while it runs; `cwd` is the working directory and `env` is added to
+ * (a value undefined: removed from) process.env during the run.
  */
 export async function runAttnlipHere(
   args: string[],
-  options: { cwd?: string } = {},
+  options: { cwd?: string; env?: Record<string, string | undefined> } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const { runCli } = await import("../../src/cli/program.ts");
   let stdout = "";
@@ -39,7 +40,13 @@ export async function runAttnlipHere(
   process.stdout.write = capture(process.stdout, writeOut, (s) => (stdout += s));
   process.stderr.write = capture(process.stderr, writeErr, (s) => (stderr += s));
   const cwd = process.cwd();
+  const savedEnv = Object.fromEntries(Object.keys(options.env ?? {}).map((k) => [k, process.env[k]]));
+  const setEnv = (values: Record<string, string | undefined>) => {
+    for (const [k, v] of Object.entries(values)) if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  };
   try {
+    setEnv(options.env ?? {});
     if (options.cwd !== undefined) process.chdir(options.cwd);
     const code = await runCli([process.execPath, "attnlip", ...args]);
     return { code, stdout, stderr };
@@ -47,5 +54,6 @@ export async function runAttnlipHere(
     process.stdout.write = writeOut;
     process.stderr.write = writeErr;
     process.chdir(cwd);
+    setEnv(savedEnv);
   }
 }

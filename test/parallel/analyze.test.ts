@@ -14,7 +14,7 @@ import { inOrder } from "../../src/parallel/pool.ts";
 import { checkWorkers, oversubscriptionWarning } from "../../src/parallel/workerCount.ts";
 import { availableParallelism } from "node:os";
 import { InputError } from "../../src/util/errors.ts";
-import { runAttnlip } from "../helpers/cli.ts";
+import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 import { tinyText } from "../helpers/tinyText.ts";
 
 await useBackend("wasm");
@@ -91,16 +91,16 @@ test("slices joined in order: the earliest failing slice's error, whichever fail
   );
 });
 
-test("--workers takes an integer from 1 to 256 (exit 2, one line)", () => {
+test("--workers takes an integer from 1 to 256 (exit 2, one line)", async () => {
   assert.equal(checkWorkers(3, "analyze"), 3);
   assert.throws(() => checkWorkers(0, "analyze"), /analyze: --workers: must be an integer from 1 to 256, got 0/);
-  const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--workers", "0"]);
+  const r = await runAttnlipHere(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--workers", "0"]);
   assert.equal(r.code, 2, r.stderr);
   assert.equal(r.stderr.trim().split("\n").length, 1);
   assert.match(r.stderr, /analyze: --workers: must be an integer from 1 to 256, got "0"/);
 });
 
-test("more workers than cores: a one-line warning on stderr, and the run goes on", () => {
+test("more workers than cores: a one-line warning on stderr, and the run goes on", async () => {
   assert.equal(oversubscriptionWarning(2, "train", "--workers", 2), null);
   assert.match(
     oversubscriptionWarning(64, "train", "--workers", 2) ?? "",
@@ -108,7 +108,7 @@ test("more workers than cores: a one-line warning on stderr, and the run goes on
   );
   assert.match(oversubscriptionWarning(5, "attack", "ATTNLIP_WORKERS", 2) ?? "", /^attack: warning: ATTNLIP_WORKERS=5 is more than the 2 cores/);
   const workers = availableParallelism() + 1;
-  const r = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", String(workers)]);
+  const r = await runAttnlipHere(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth", "--workers", String(workers)]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, new RegExp(`analyze: warning: --workers ${workers} is more than the ${workers - 1} cores`));
   const fromEnv = runAttnlip(["analyze", "--random-init", "--model", "vit-micro", "--n", "2", "--no-head-truth", "--no-block-truth"], { env: { ATTNLIP_WORKERS: String(workers) } });
@@ -116,9 +116,11 @@ test("more workers than cores: a one-line warning on stderr, and the run goes on
   assert.match(fromEnv.stderr, new RegExp(`analyze: warning: ATTNLIP_WORKERS=${workers} is more than`));
 });
 
-test("a bad ATTNLIP_WORKERS stops analyze and attack before anything loads, quoting what was set (exit 2, one line)", () => {
+test("a bad ATTNLIP_WORKERS stops analyze and attack before anything loads, quoting what was set (exit 2, one line)", async () => {
   for (const command of ["analyze", "attack"]) {
-    const r = runAttnlip([command, "--random-init", "--model", "vit-micro", "--n", "2"], { env: { ATTNLIP_WORKERS: "two" } });
+    // attack as a separate process, as a user runs it; analyze in this one.
+    const args = [command, "--random-init", "--model", "vit-micro", "--n", "2"];
+    const r = command === "attack" ? runAttnlip(args, { env: { ATTNLIP_WORKERS: "two" } }) : await runAttnlipHere(args, { env: { ATTNLIP_WORKERS: "two" } });
     assert.equal(r.code, 2, r.stderr);
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
     assert.match(r.stderr, /ATTNLIP_WORKERS: must be an integer from 1 to 256 \(or unset: the number of cores\), got "two"/);

@@ -192,7 +192,7 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
       "attack",
       "--random-init",
       "--model",
-      "vit-tiny",
+      "vit-micro",
       "--norm",
       "l2",
       "--eps",
@@ -286,7 +286,7 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   const rd = JSON.parse(readFileSync(join(dir, "random", "a.json"), "utf8"));
   assert.equal(rd.norm, "l2");
   assert.equal(rd.stepSize, 0.3);
-  assert.match(rd.source, /vit-tiny \(random init, seed 0\)/);
+  assert.match(rd.source, /vit-micro \(random init, seed 0\)/);
   assert.equal(rd.results[0].robust.fgsm, undefined, "FGSM was not run");
   assert.equal(typeof rd.results[0].robust.pgd, "number");
   assert.equal(rd.results[0].zeroGradient.fgsm, undefined, "FGSM was not run");

@@ -14,9 +14,9 @@ await useBackend("wasm");
 
 const fresh = () => mkdtempSync(join(tmpdir(), "attnlip-edge-"));
 
-test("a run whose test loss overflows stops with exit 2 and saves nothing for that epoch", () => {
+test("a run whose test loss overflows stops with exit 2 and saves nothing for that epoch", async () => {
   const out = join(fresh(), "run");
-  const r = runAttnlip([
+  const r = await runAttnlipHere([
     "train",
     "--data",
     "mnist",
