@@ -1,5 +1,54 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { buildSync } from "esbuild";
 import { Piscina } from "piscina";
 import { unwrapReply, type TaskReply } from "./tasks.ts";
+
+let sourceEntry: string | null | undefined;
+
+/**
+ * Every worker thread's entry module. The built package (dist/) has compiled handlers, which
+ * worker.mjs loads. In a checkout, worker.mjs would load the TypeScript sources through tsx in
+ * every thread, about 1 s of CPU each; instead the task handlers are bundled once per process
+ * with esbuild (our sources in one file, packages left to node_modules) into
+ * node_modules/.cache/attnlip/ (inside the package, so that node_modules resolves from there),
+ * named by the bundle's hash. Where that cannot be written, worker.mjs is used.
+ */
+function workerEntry(): string {
+  const viaTsx = new URL("./worker.mjs", import.meta.url).href;
+  if (existsSync(new URL("./handlers.js", import.meta.url))) return viaTsx; // the built package
+  if (sourceEntry === undefined) {
+    try {
+      const handlers = fileURLToPath(new URL("./handlers.ts", import.meta.url));
+      const code = buildSync({
+        stdin: {
+          contents: `export { runTask as default } from ${JSON.stringify(handlers)};`,
+          resolveDir: fileURLToPath(new URL(".", import.meta.url)),
+          loader: "ts",
+        },
+        bundle: true,
+        platform: "node",
+        format: "esm",
+        packages: "external",
+        write: false,
+        logLevel: "silent",
+      }).outputFiles[0].text;
+      const dir = fileURLToPath(new URL("../../node_modules/.cache/attnlip/", import.meta.url));
+      const file = `${dir}worker-${createHash("sha256").update(code).digest("hex").slice(0, 16)}.mjs`;
+      if (!existsSync(file)) {
+        mkdirSync(dir, { recursive: true });
+        const temporary = `${file}.${process.pid}.tmp`;
+        writeFileSync(temporary, code);
+        renameSync(temporary, file);
+      }
+      sourceEntry = pathToFileURL(file).href;
+    } catch {
+      sourceEntry = null;
+    }
+  }
+  return sourceEntry ?? viaTsx;
+}
 
 /**
  * A pool of worker threads (piscina, a maintained pool: not hand-made), each with its own tfjs
@@ -20,7 +69,7 @@ export class WorkerPool {
   /** @param threads worker threads, started at once (>= 1). */
   constructor(readonly threads: number) {
     this.pool = new Piscina({
-      filename: new URL("./worker.mjs", import.meta.url).href,
+      filename: workerEntry(),
       minThreads: threads,
       maxThreads: threads,
       idleTimeout: 60_000,
