@@ -131,7 +131,12 @@ export async function serveExplorer(
   const bound = typeof address === "object" && address !== null ? address.port : port;
   return {
     url: `http://${host.includes(":") ? `[${host}]` : host}:${bound}/`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    // A browser keeps its connections open: close them too, or the first Ctrl-C would wait for them.
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 

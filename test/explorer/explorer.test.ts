@@ -6,6 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useBackend, tf } from "../../src/backend.ts";
@@ -168,6 +169,32 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
       assert.equal(bad.stderr.trim().split("\n").length, 1, bad.stderr);
       assert.match(bad.stderr.trim(), message);
     }
+    // A server closes at once though a client holds connections open: one that has sent half a
+    // request and one that has sent none (as browsers preconnect); the command's Ctrl-C.
+    const served = await serveExplorer(
+      new Map([["index.html", "<!doctype html>"]]),
+      "127.0.0.1",
+      0,
+    );
+    const port = Number(new URL(served.url).port);
+    const sockets = await Promise.all(
+      ["GET /index.html HTTP/1.1\r\nHost: x\r\n", ""].map(
+        (partial) =>
+          new Promise<Socket>((resolve) => {
+            const socket = connect(port, "127.0.0.1", () => {
+              socket.write(partial);
+              resolve(socket);
+            });
+            socket.on("error", () => {});
+          }),
+      ),
+    );
+    const closed = await Promise.race([
+      served.close().then(() => "closed"),
+      new Promise((resolve) => setTimeout(resolve, 5000, "still open")),
+    ]);
+    for (const s of sockets) s.destroy();
+    assert.equal(closed, "closed", "close() waited for the clients' open connections");
     const forced = await runAttnlipHere([
       "explore",
       "test/fixtures/hf/vit-tiny-random",
