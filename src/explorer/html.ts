@@ -1,3 +1,5 @@
+import { escapeHtml } from "../report/html.ts";
+
 /**
  * The explorer's HTML: three panels (attention-row playground, model view, attack panel) and
  * the status line; page.js fills them. Styles reflow to one column below 900 px.
@@ -6,7 +8,6 @@
  * @example explorerHtml("vit-micro on MNIST").startsWith("<!doctype html>") // true
  */
 export function explorerHtml(title: string): string {
-  const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -14,7 +15,7 @@ export function explorerHtml(title: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
 <script>window.attnlipWorker = new Worker("worker.js"); // started first: it loads while page.js does</script>
-<title>attnlip explorer: ${esc(title)}</title>
+<title>attnlip explorer: ${escapeHtml(title)}</title>
 <style>
 body { font: 14px Helvetica, Arial, sans-serif; margin: 0 auto; max-width: 1300px; padding: 12px; color: #222; }
 h1 { font-size: 20px; margin: 4px 0; } h2 { font-size: 16px; margin: 6px 0; }

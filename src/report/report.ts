@@ -64,6 +64,8 @@ export interface ReportOptions {
    * beside its own single-seed runs: a heading and its lines (plain text).
    */
   note?: { heading: string; lines: string[] };
+  /** Gets the one-line warnings the report also shows at its top (e.g. runs trained differently). */
+  onWarning?: (line: string) => void;
 }
 
 /** What the bound variants are, for the legend table (variants not listed are shown without a note). */
@@ -762,6 +764,10 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
       `report: the two runs were attacked differently (${mixed.join("; ")}), so one chart would mix them; attack them alike, or give --allow-mixed to draw them anyway with the differences listed`,
     );
   const trainedApart = trainingDifferences(data);
+  if (trainedApart.length > 0)
+    options.onWarning?.(
+      `the runs were trained differently in more than JaSMin (${trainedApart.join("; ")}); the report says so at its top`,
+    );
   const title = options.title ?? `attnlip report: ${names.join(" vs ")}`;
   const maxMapSize = options.maxMapSize ?? 64;
 
