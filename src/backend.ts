@@ -1,9 +1,10 @@
 import * as tf from "@tensorflow/tfjs-core";
 import "@tensorflow/tfjs-backend-cpu";
 import "@tensorflow/tfjs-backend-wasm";
-// tfjs-core registers no gradients, and its gradient modules do not load under Node ESM;
-// the union package @tensorflow/tfjs registers them all (its Node bundle) on the same engine.
-import "@tensorflow/tfjs";
+// tfjs-core registers no gradients by itself: package.json's "#tfjs-gradients" registers them on
+// the same engine (lib/tfjsGradients.node.mjs says how, in Node; bundlers for browsers take
+// tfjs-core's own gradient modules through lib/tfjsGradients.browser.mjs).
+import "#tfjs-gradients";
 
 /** tfjs backends attnlip supports: wasm (default, XNNPACK + SIMD) and cpu (pure JS fallback). */
 export type BackendName = "wasm" | "cpu";

@@ -31,9 +31,9 @@ async function bundle(): Promise<Record<"page.js" | "worker.js", string>> {
       platform: "browser",
       format: "iife",
       minify: true,
-      // The worker needs tfjs-core, its gradients and the cpu backend (tfjsShim.ts); the wasm
-      // backend's import stays (backend.ts registers it) but is never initialised here.
-      alias: { "@tensorflow/tfjs": decodeURIComponent(source("tfjsShim").pathname) },
+      // The worker needs tfjs-core, its gradients (package.json's "#tfjs-gradients", browser
+      // condition) and the cpu backend; the wasm backend's import stays (backend.ts registers
+      // it) but is never initialised here.
       write: false,
       logLevel: "silent",
     });

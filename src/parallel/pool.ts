@@ -31,9 +31,15 @@ function workerEntry(): string {
         platform: "node",
         format: "esm",
         packages: "external",
+        // tfjs's gradients (package.json's "#tfjs-gradients") stay a module of their own, named
+        // by its file URL below: the bundle's folder has no package.json to map the name.
+        external: ["#tfjs-gradients"],
         write: false,
         logLevel: "silent",
-      }).outputFiles[0].text;
+      }).outputFiles[0].text.replaceAll(
+        '"#tfjs-gradients"',
+        JSON.stringify(new URL("../../lib/tfjsGradients.node.mjs", import.meta.url).href),
+      );
       const dir = fileURLToPath(new URL("../../node_modules/.cache/attnlip/", import.meta.url));
       const file = `${dir}worker-${createHash("sha256").update(code).digest("hex").slice(0, 16)}.mjs`;
       if (!existsSync(file)) {

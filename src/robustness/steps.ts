@@ -126,7 +126,7 @@ export function pgdStepL2(
   const [next, zeros] = tf.tidy(() => {
     const { direction, nonZero } = unitDirection(grad);
     const moved = tf.add(x, tf.mul(stepSize, direction));
-    return [projectClip(moved, x0, eps, "l2", clip), tf.sum(tf.logicalNot(nonZero).toInt())];
+    return [projectClip(moved, x0, eps, "l2", clip), tf.sum(tf.cast(tf.logicalNot(nonZero), "int32"))];
   });
   const count = onZeroGradient ? zeros.dataSync()[0] : 0;
   zeros.dispose();
