@@ -8,6 +8,7 @@ import { disposeTrace } from "../nn/trace.ts";
 import { fgsm } from "../robustness/fgsm.ts";
 import { pgd } from "../robustness/pgd.ts";
 import { decodeSafetensors } from "../io/safetensors.ts";
+import { checkHfConfig, hfModelFromParts } from "../hf/fromParts.ts";
 import { sigmaFromRow } from "../softmax/sigma.ts";
 
 /**
@@ -51,22 +52,48 @@ export interface AttackPoint {
 }
 
 /**
- * A ViT from its config (an attnlip config object) and model.safetensors bytes.
+ * A ViT that reads 28 x 28 grey images (the digits the page draws) from its config.json and
+ * model.safetensors bytes: an attnlip checkpoint (config.json has `kind`) or a Hugging Face
+ * ViTForImageClassification folder (config.json has `architectures` or `model_type`), imported
+ * as `loadHfModel` imports it.
  *
- * @throws ConfigError on an invalid config; RangeError when it is not a ViT (the explorer
- *   shows image models); SafetensorsError on malformed bytes; Error from setWeights naming a
- *   missing or misshapen tensor.
+ * @param config config.json's parsed JSON.
+ * @param name the folder's name, for error messages.
+ * @throws ConfigError on an invalid attnlip config; HfImportError on a Hugging Face config or
+ *   tensors attnlip does not import; RangeError on a text model or another image size;
+ *   SafetensorsError on malformed bytes; Error from setWeights naming a missing or misshapen tensor.
  * @example const model = modelFromBytes(JSON.parse(configText), new Uint8Array(await file.arrayBuffer()));
  */
-export function modelFromBytes(config: unknown, weights: Uint8Array): TransformerClassifier {
-  const parsed = parseModelConfig(config);
+export function modelFromBytes(
+  config: unknown,
+  weights: Uint8Array,
+  name = "the model",
+): TransformerClassifier {
+  const hf =
+    typeof config === "object" &&
+    config !== null &&
+    !Array.isArray(config) &&
+    !("kind" in config) &&
+    ("architectures" in config || "model_type" in config);
+  // A Hugging Face config is checked before its weights are decoded.
+  const parsed = hf
+    ? checkHfConfig(config as Record<string, unknown>, `explore: ${name}`).config
+    : parseModelConfig(config);
   if (parsed.kind !== "vit")
     throw new RangeError(
-      `explore: the model is a ${parsed.kind} model; the explorer shows image models (ViTs)`,
+      `explore: ${name} is a ${parsed.kind} model; the explorer shows image models (ViTs)`,
     );
+  if (parsed.imageSize !== 28 || parsed.channels !== 1)
+    throw new RangeError(
+      `explore: ${name} reads ${parsed.imageSize}x${parsed.imageSize}x${parsed.channels} images; the explorer draws 28x28 grey digits (MNIST-sized models)`,
+    );
+  const tensors = decodeSafetensors(weights, { name: "model.safetensors" }).tensors;
+  if (hf)
+    return hfModelFromParts(config as Record<string, unknown>, tensors, `explore: ${name}`)
+      .model as TransformerClassifier;
   const model = createModel(parsed, 0) as TransformerClassifier;
   try {
-    model.setWeights(decodeSafetensors(weights, { name: "model.safetensors" }).tensors);
+    model.setWeights(tensors);
   } catch (e) {
     model.dispose();
     throw e;

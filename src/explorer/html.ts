@@ -37,8 +37,8 @@ label { margin-right: 8px; } input#row { width: 260px; }
 <h1>attnlip explorer</h1>
 <p>Model: <strong id="model-name">loading</strong>. How the attention distribution shapes the local
 Lipschitz constant (arXiv:2507.07814): sigma(p) = ||diag(p) - p p^T||_2 of each attention row,
-the bounds built from it, and the true values. <label>Another attnlip checkpoint folder
-(config.json + model.safetensors): <input type="file" id="folder" webkitdirectory multiple></label></p>
+the bounds built from it, and the true values. <label>Another model folder, an attnlip
+checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safetensors): <input type="file" id="folder" webkitdirectory multiple></label></p>
 <div id="status" role="status">starting...</div>
 <div class="panels">
 <section id="playground"><h2>An attention row</h2>

@@ -222,7 +222,7 @@ async function runAttack(): Promise<void> {
 
 // ---- start
 async function loadModel(config: unknown, weights: ArrayBuffer, name: string): Promise<boolean> {
-  const reply = await ask({ kind: "load", config, weights }, [weights]);
+  const reply = await ask({ kind: "load", config, weights, name }, [weights]);
   if (reply.kind === "error") {
     status(`error: ${name}: ${reply.message}`);
     return false;
@@ -237,7 +237,7 @@ async function pickFolder(files: FileList | null): Promise<void> {
   const weights = byName.get("model.safetensors");
   if (config === undefined || weights === undefined)
     return status(
-      "error: the folder needs config.json and model.safetensors (an attnlip checkpoint)",
+      "error: the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)",
     );
   let parsed: unknown;
   try {

@@ -8,7 +8,7 @@ import type { AttackPoint, Inspection } from "./compute.ts";
 
 /** What the page asks the worker. */
 export type ExplorerRequest =
-  | { id: number; kind: "load"; config: unknown; weights: ArrayBuffer }
+  | { id: number; kind: "load"; config: unknown; weights: ArrayBuffer; name: string }
   | { id: number; kind: "inspect"; pixels: number[] }
   | {
       id: number;

@@ -19,7 +19,7 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
   const seconds = () => (performance.now() - started) / 1000;
   if (request.kind === "load") {
     post({ id: request.id, kind: "progress", text: "loading the model" });
-    const next = modelFromBytes(request.config, new Uint8Array(request.weights));
+    const next = modelFromBytes(request.config, new Uint8Array(request.weights), request.name);
     model?.dispose();
     model = next;
     const c = next.config as VitConfig;

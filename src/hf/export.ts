@@ -8,7 +8,8 @@ import type { NamedArray } from "../nn/params.ts";
 import { InputError } from "../util/errors.ts";
 import { HF_ARCHITECTURES } from "./architectures.ts";
 import { exportTensors } from "./tensorMap.ts";
-import { HfImportError, hfLabelNames, readJsonObject, type HfArchitecture } from "./types.ts";
+import { HfImportError, hfLabelNames, type HfArchitecture } from "./types.ts";
+import { readJsonObject } from "./readJson.ts";
 import { vitHfConfig } from "./vit.ts";
 
 /** What a Hugging Face folder is written from. */

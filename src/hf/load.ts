@@ -4,25 +4,11 @@ import { join } from "node:path";
 import type { DecodedTensor } from "../io/safetensors.ts";
 import { readSafetensors } from "../io/safetensorsFile.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
-import { ConfigError, parseModelConfig, type ModelConfig } from "../nn/config.ts";
-import { createModel, type Model } from "../nn/create.ts";
-import { HF_ARCHITECTURES } from "./architectures.ts";
-import { importTensors } from "./tensorMap.ts";
-import { HfImportError, hfLabelNames, readJsonObject, type HfArchitecture } from "./types.ts";
+import { checkHfConfig, hfModelFromParts, type HfModel } from "./fromParts.ts";
+import { HfImportError } from "./types.ts";
+import { readJsonObject } from "./readJson.ts";
 
-/** A model imported from a Hugging Face folder. The caller disposes `model`. */
-export interface HfModel {
-  model: Model;
-  config: ModelConfig;
-  /** The class in config.json's `architectures`, e.g. "ViTForImageClassification". */
-  architecture: string;
-  /** config.json as read (kept for export). */
-  hfConfig: Record<string, unknown>;
-  /** The model's own class names (id2label), or null when it has only placeholders ({@link hfLabelNames}). */
-  labels: string[] | null;
-  /** A base model's head, added by attnlip (random, seed 0): not in the file, not exported. */
-  addedHead: boolean;
-}
+export type { HfModel };
 
 /**
  * Whether `dir` is to be read as a Hugging Face model folder: its config.json has
@@ -69,44 +55,8 @@ export async function loadHfModel(dir: string, who: string): Promise<HfModel> {
   const configPath = join(dir, "config.json");
   if (!existsSync(configPath)) throw new HfImportError(`${where}: no config.json`);
   const hf = await readJsonObject(configPath, `${where}: config.json`);
-  const arch = architectureOf(hf, where);
-  const check = (names?: ReadonlySet<string>): ModelConfig => {
-    try {
-      return parseModelConfig(arch.config(hf, where, names));
-    } catch (e) {
-      if (e instanceof ConfigError) throw new HfImportError(`${where}: config.json gives an invalid model: ${e.message}`);
-      throw e;
-    }
-  };
-  check(); // settings attnlip does not compute are refused before the weights are read
-  const labels = hfLabelNames(hf, where);
-  const tensors = await readWeights(dir, where);
-  const config = check(new Set(tensors.keys()));
-  const weights = importTensors(arch.tensors(config), tensors, arch.name, where, arch.ignored);
-  tensors.clear();
-  const model = createModel(config);
-  try {
-    // A base model has no classifier: its head keeps createModel's seeded initialisation.
-    model.setWeights(weights, { partial: arch.addsHead === true });
-  } catch (e) {
-    model.dispose();
-    throw new HfImportError(`${where}: ${(e as Error).message}`);
-  }
-  return { model, config, architecture: arch.name, hfConfig: hf, labels, addedHead: arch.addsHead === true };
-}
-
-function architectureOf(hf: Record<string, unknown>, where: string): HfArchitecture {
-  const supported = [...HF_ARCHITECTURES.keys()].join(", ");
-  const list = hf.architectures;
-  if (list === undefined)
-    throw new HfImportError(`${where}: config.json names no architecture ("architectures"); attnlip imports ${supported}`);
-  if (!Array.isArray(list) || list.length === 0 || typeof list[0] !== "string")
-    throw new HfImportError(`${where}: config.json: "architectures" must be a list of class names, e.g. ["ViTForImageClassification"], got ${JSON.stringify(list)}`);
-  const arch = HF_ARCHITECTURES.get(list[0]);
-  if (arch === undefined) throw new HfImportError(`${where}: architecture ${list[0]} is not supported; attnlip imports ${supported}`);
-  if (hf.model_type !== undefined && hf.model_type !== arch.modelType)
-    throw new HfImportError(`${where}: config.json: model_type ${JSON.stringify(hf.model_type)} does not match architecture ${arch.name} (model_type "${arch.modelType}")`);
-  return arch;
+  checkHfConfig(hf, where); // settings attnlip does not compute are refused before the weights are read
+  return hfModelFromParts(hf, await readWeights(dir, where), where);
 }
 
 /**

@@ -2,7 +2,8 @@ import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { padRows, type TextTokenizer } from "../data/text/tokenizer.ts";
-import { HfImportError, readJsonObject } from "./types.ts";
+import { HfImportError } from "./types.ts";
+import { readJsonObject } from "./readJson.ts";
 
 /**
  * A Hugging Face tokenizer.json (WordPiece, byte-level BPE, Unigram...) read with

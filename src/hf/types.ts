@@ -1,8 +1,6 @@
 import type { DecodedTensor } from "../io/safetensors.ts";
 import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
 import type { TensorEntry } from "./tensorMap.ts";
-import { readFile } from "node:fs/promises";
-import { parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
 
 /**
@@ -179,25 +177,6 @@ export class TensorReader {
 export function refuseSetting(hf: Record<string, unknown>, key: string, expected: unknown, why: string, who: string): void {
   if (key in hf && hf[key] !== null && hf[key] !== expected)
     throw new HfImportError(`${who}: config.json: ${key} ${JSON.stringify(hf[key])} is not supported (${why})`);
-}
-
-/**
- * A JSON file that must hold an object (config.json, tokenizer.json), read strictly (a key given
- * twice is refused).
- *
- * @param where the first words of error messages, e.g. "analyze: DIR: config.json".
- * @throws HfImportError `WHERE: REASON` when it cannot be read, is not JSON or not an object.
- * @example const config = await readJsonObject("DIR/config.json", "analyze: DIR: config.json");
- */
-export async function readJsonObject(path: string, where: string): Promise<Record<string, unknown>> {
-  let json: unknown;
-  try {
-    json = parseJsonStrict(await readFile(path, "utf8"));
-  } catch (e) {
-    throw new HfImportError(`${where}: ${(e as Error).message}`);
-  }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) throw new HfImportError(`${where}: not a JSON object`);
-  return json as Record<string, unknown>;
 }
 
 /** config.json's `pad_token_id` when it is a number, else null. @example hfPadTokenId({ pad_token_id: 0 }) // 0 */

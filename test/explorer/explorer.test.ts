@@ -18,6 +18,7 @@ import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { sigma } from "../../src/softmax/sigma.ts";
 import { formatNumber } from "../../src/util/format.ts";
 import { explorerFiles, serveExplorer } from "../../src/cli/exploreRun.ts";
+import { loadHfModel } from "../../src/hf/load.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -102,6 +103,37 @@ test("the page's computations: every bound at or above the true value, attention
   } finally {
     model.dispose();
     tf.disposeVariables();
+  }
+});
+
+test("the page loads a Hugging Face ViT folder's bytes as loadHfModel loads the folder; other image sizes are refused", async () => {
+  await useBackend("cpu");
+  const dir = "test/fixtures/hf/vit-tiny-random";
+  const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8"));
+  const model = modelFromBytes(
+    config,
+    readFileSync(join(dir, "model.safetensors")),
+    "vit-tiny-random",
+  );
+  const { model: fromFolder } = await loadHfModel(dir, "explore");
+  try {
+    const x = tf.tensor4d(Float32Array.from(digit(5)), [1, 28, 28, 1]);
+    const a = tf.tidy(() => model.forward(x).logits).dataSync();
+    const b = tf.tidy(() => fromFolder.forward(x).logits).dataSync();
+    x.dispose();
+    assert.deepEqual(Array.from(a), Array.from(b));
+    assert.equal(inspect(model, digit(5)).layers.length, model.config.blocks + 1);
+    assert.throws(
+      () => modelFromBytes({ ...config, image_size: 35 }, new Uint8Array(8), "big-vit"),
+      /explore: big-vit reads 35x35x1 images; the explorer draws 28x28 grey digits/,
+    );
+    assert.throws(
+      () => modelFromBytes({ ...config, architectures: ["ViTMAEModel"] }, new Uint8Array(8), "mae"),
+      /explore: mae: architecture ViTMAEModel is not supported/,
+    );
+  } finally {
+    model.dispose();
+    fromFolder.dispose();
   }
 });
 
@@ -387,6 +419,21 @@ test(
           (await page.$$("#row-sigma svg")).length === 1 &&
           (await page.$$("#margins svg")).length === 1,
         "charts drawn",
+      );
+      // A Hugging Face ViT folder, picked the same way.
+      const hfDir = "test/fixtures/hf/vit-tiny-random";
+      const hfPicked = join(picked, "..", "vit-tiny-random");
+      mkdirSync(hfPicked);
+      for (const f of ["config.json", "model.safetensors"])
+        writeFileSync(join(hfPicked, f), readFileSync(join(hfDir, f)));
+      await page.setInputFiles("#folder", hfPicked);
+      await analysed(page, 5);
+      assert.equal(await page.textContent("#model-name"), "vit-tiny-random");
+      await sameAsNode(
+        page,
+        JSON.parse(readFileSync(join(hfDir, "config.json"), "utf8")),
+        readFileSync(join(hfDir, "model.safetensors")),
+        "picked Hugging Face folder",
       );
       assert.deepEqual(problems, []);
     } finally {
