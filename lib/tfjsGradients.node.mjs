@@ -17,6 +17,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const prebuilt = new URL("../dist/tfjs-gradients.mjs", import.meta.url);
 
 async function load() {
+  // The union package on request: test/nn/gradients.test.ts compares the two.
+  if (process.env.ATTNLIP_TFJS_GRADIENTS === "union") return import("@tensorflow/tfjs");
   if (existsSync(prebuilt)) return import(prebuilt.href);
   try {
     const require = createRequire(import.meta.url);
