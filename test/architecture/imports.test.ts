@@ -18,7 +18,7 @@ export const LAYERS = [
   ["lipschitz"],
   ["train"],
   ["robustness"],
-  ["analysis"],
+  ["analysis", "radius"],
   ["study"],
   ["report"],
   ["explorer"],
