@@ -9,6 +9,7 @@ import { reportCommand } from "./reportCommand.ts";
 import { exportCommand } from "./exportCommand.ts";
 import { studyCommand } from "./studyCommand.ts";
 import { exploreCommand } from "./exploreCommand.ts";
+import { radiusCommand } from "./radiusCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 
 /** package.json's version (src/cli/ and the built dist/cli/ both sit two folders below it). */
@@ -37,6 +38,7 @@ export function buildProgram(): Command {
   program.addCommand(exportCommand());
   program.addCommand(studyCommand());
   program.addCommand(exploreCommand());
+  program.addCommand(radiusCommand());
   for (const command of [program, ...program.commands])
     command.exitOverride().configureOutput({ outputError: writeOneLine });
   return program;
