@@ -34,6 +34,7 @@ export {
   type ConvergenceSummary,
   type FloorSummary,
 } from "./analysis/analyze.ts";
+export * from "./radius/index.ts";
 export {
   decodeSafetensors,
   encodeSafetensors,

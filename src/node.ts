@@ -17,6 +17,8 @@ export { train, type TrainResult } from "./train/trainer.ts";
 export type { TrainOptions } from "./train/setup.ts";
 export type { EvaluationSplit } from "./data/heldOut.ts";
 export { runAnalyze, type AnalyzeRun, type AnalyzeResult } from "./cli/analyzeRun.ts";
+export { runRadius, type RadiusRun } from "./cli/radiusRun.ts";
+export { buildRadiusReport } from "./report/radius.ts";
 export { runAttack, type AttackRun, type AttackRecord } from "./cli/attackRun.ts";
 export { readSafetensors, writeSafetensors } from "./io/safetensorsFile.ts";
 export { writeAnalysis } from "./analysis/files.ts";
