@@ -37,7 +37,7 @@ const RULES = {
   block: { integer: true, min: 0, max: 1000 },
   radius: { above: 0, max: 1e6 },
   length: { integer: true, min: 1, max: 100000 },
-  denseLimit: { integer: true, min: 0, max: 4096 },
+  denseLimit: { integer: true, min: 0, max: 2048 },
   iterations: { integer: true, min: 1, max: 10000 },
 } satisfies Record<string, NumberRule>;
 
