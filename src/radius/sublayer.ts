@@ -1,4 +1,4 @@
-import { tf } from "../backend.ts";
+import { oneHotFloat, tf } from "../backend.ts";
 import { eachLayer, findLayer, TRACE_NAMES, traceTensors, type LayerTrace } from "../nn/trace.ts";
 import type { NamedArray } from "../nn/params.ts";
 import { composeBounds } from "../lipschitz/compose.ts";
@@ -169,10 +169,11 @@ export class SublayerMap {
         const c = Math.min(256, rows - start);
         const g = tf.tidy(() => {
           const copies = tf.tile(point, [c, 1, 1]);
-          const seeds = tf.reshape(
-            tf.oneHot(tf.range(start, start + c, 1, "int32"), rows).asType("float32"),
-            [c, m, dOut],
-          );
+          const seeds = tf.reshape(oneHotFloat(tf.range(start, start + c, 1, "int32"), rows), [
+            c,
+            m,
+            dOut,
+          ]);
           return tf.grad((z: tf.Tensor) => tf.sum(tf.mul(this.forward(z, mask), seeds)))(copies);
         });
         data.set(g.dataSync(), start * cols);
