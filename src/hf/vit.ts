@@ -89,6 +89,7 @@ export const vitForImageClassification: HfArchitecture = {
  */
 export function vitHfConfig(config: VitConfig, labels: readonly string[] | undefined, who: string): Record<string, unknown> {
   if (config.norm !== "pre") throw new HfImportError(`${who}: a post-LN ViT has no Hugging Face equivalent (ViTForImageClassification is pre-LN)`);
+  if (config.attention === "l2") throw new HfImportError(`${who}: a ViT with L2 attention has no Hugging Face equivalent (ViTForImageClassification has dot-product attention)`);
   const names = Array.from({ length: config.classes }, (_, i) => labels?.[i] ?? String(i));
   return {
     architectures: ["ViTForImageClassification"],

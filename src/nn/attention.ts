@@ -1,4 +1,5 @@
 import { tf } from "../backend.ts";
+import type { L2AttentionParams } from "./l2Attention.ts";
 import { linear } from "./linear.ts";
 import { maskOffset } from "./mask.ts";
 
@@ -45,11 +46,12 @@ export type AttentionResult = {
  * @param x float32 [b, n, d].
  * @param heads number of heads; must divide d.
  * @param allowed optional float32 mask broadcastable to [b, heads, n, n] (see mask.ts), 1 = may attend.
- * @throws RangeError when x is not rank 3, d is not divisible by heads, or weights have wrong shapes.
+ * @throws RangeError when x is not rank 3, d is not divisible by heads, or weights have wrong
+ *   shapes; when p has no key weight wk (an L2 layer's parameters, l2Attention.ts).
  */
 export function multiHeadAttention(
   x: tf.Tensor,
-  p: AttentionParams,
+  p: AttentionParams | L2AttentionParams,
   heads: number,
   allowed: tf.Tensor | null = null,
 ): AttentionResult {
@@ -58,6 +60,10 @@ export function multiHeadAttention(
   const [b, n, d] = x.shape;
   if (d % heads !== 0)
     throw new RangeError(`attention: d = ${d} is not divisible by heads = ${heads}`);
+  if (!("wk" in p) || p.wk === undefined)
+    throw new RangeError(
+      "attention: p has no key weight wk (L2 attention's tied parameters: use l2MultiHeadAttention)",
+    );
   for (const [name, w] of [
     ["wq", p.wq],
     ["wk", p.wk],

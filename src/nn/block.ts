@@ -1,5 +1,6 @@
 import { tf } from "../backend.ts";
-import { multiHeadAttention, type AttentionParams } from "./attention.ts";
+import { multiHeadAttention, type AttentionParams, type AttentionResult } from "./attention.ts";
+import { l2MultiHeadAttention, type L2AttentionParams } from "./l2Attention.ts";
 import { layerNorm } from "./layerNorm.ts";
 import { mlp, type MlpParams } from "./mlp.ts";
 import type { ParamStore } from "./params.ts";
@@ -17,12 +18,14 @@ export interface BlockConfig {
   dropout: number;
   /** The MLP activation (default "gelu-tanh"). */
   activation?: Activation;
+  /** Attention scores: "dot" (default) or "l2" (tied W_Q = W_K; src/nn/l2Attention.ts). */
+  attention?: "dot" | "l2";
 }
 
-/** A block's parameters. */
+/** A block's parameters (attn: L2AttentionParams, without wk and bk, in an L2-attention block). */
 export interface BlockParams {
   ln1: { gamma: tf.Tensor; beta: tf.Tensor };
-  attn: AttentionParams;
+  attn: AttentionParams | L2AttentionParams;
   ln2: { gamma: tf.Tensor; beta: tf.Tensor };
   mlp: MlpParams;
 }
@@ -30,7 +33,8 @@ export interface BlockParams {
 /**
  * Creates block `i`'s parameters in `store` under `blocks.i.`: ln1.{gamma,beta} [d],
  * attn.{wq,bq,wk,bk,wv,bv,wo,bo} (W [d, d] Glorot uniform, b [d] zeros; bq/bk/bv only with
- * qkvBias), ln2.{gamma,beta} [d], mlp.{w1 [d, hidden], b1, w2 [hidden, d], b2}.
+ * qkvBias; L2 attention has no wk and no bk: W_Q and b_Q serve as the key's too),
+ * ln2.{gamma,beta} [d], mlp.{w1 [d, hidden], b1, w2 [hidden, d], b2}.
  */
 export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): void {
   const pre = `blocks.${i}`;
@@ -38,7 +42,7 @@ export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): 
   const sq = { kind: "glorot", fanIn: d, fanOut: d } as const;
   store.add(`${pre}.ln1.gamma`, [d], { kind: "ones" });
   store.add(`${pre}.ln1.beta`, [d], { kind: "zeros" });
-  for (const m of ["q", "k", "v"]) {
+  for (const m of cfg.attention === "l2" ? ["q", "v"] : ["q", "k", "v"]) {
     store.add(`${pre}.attn.w${m}`, [d, d], sq);
     if (cfg.qkvBias) store.add(`${pre}.attn.b${m}`, [d], { kind: "zeros" });
   }
@@ -60,22 +64,28 @@ export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): 
   store.add(`${pre}.mlp.b2`, [d], { kind: "zeros" });
 }
 
-/** Block `i`'s parameters from `store`. @throws Error naming a missing parameter. */
+/**
+ * Block `i`'s parameters from `store`: an L2-attention block's (no `attn.wk`) when the store
+ * has no `blocks.i.attn.wk`.
+ *
+ * @throws Error naming a missing parameter.
+ */
 export function blockParams(store: ParamStore, i: number): BlockParams {
   const pre = `blocks.${i}`;
   const opt = (name: string) => (store.has(name) ? store.get(name) : undefined);
+  const shared = {
+    wq: store.get(`${pre}.attn.wq`),
+    wv: store.get(`${pre}.attn.wv`),
+    wo: store.get(`${pre}.attn.wo`),
+    bq: opt(`${pre}.attn.bq`),
+    bv: opt(`${pre}.attn.bv`),
+    bo: store.get(`${pre}.attn.bo`),
+  };
   return {
     ln1: { gamma: store.get(`${pre}.ln1.gamma`), beta: store.get(`${pre}.ln1.beta`) },
-    attn: {
-      wq: store.get(`${pre}.attn.wq`),
-      wk: store.get(`${pre}.attn.wk`),
-      wv: store.get(`${pre}.attn.wv`),
-      wo: store.get(`${pre}.attn.wo`),
-      bq: opt(`${pre}.attn.bq`),
-      bk: opt(`${pre}.attn.bk`),
-      bv: opt(`${pre}.attn.bv`),
-      bo: store.get(`${pre}.attn.bo`),
-    },
+    attn: store.has(`${pre}.attn.wk`)
+      ? { ...shared, wk: store.get(`${pre}.attn.wk`), bk: opt(`${pre}.attn.bk`) }
+      : shared,
     ln2: { gamma: store.get(`${pre}.ln2.gamma`), beta: store.get(`${pre}.ln2.beta`) },
     mlp: {
       w1: store.get(`${pre}.mlp.w1`),
@@ -106,7 +116,9 @@ export type BlockResult = { out: tf.Tensor; trace: BlockTrace; layer: TracedLaye
  * The traced layer of a block from its tensors: a "sequence" of residual branches and
  * LayerNorms in forward order. Pre-LN: [residual [ln1, attn], residual [ln2, mlp]]; post-LN:
  * [residual [attn], ln1, residual [mlp], ln2] (docs/math.md section 3). Parameter names are
- * `${name}.ln1.gamma` etc. (Q/K/V biases named whether or not the weights hold them).
+ * `${name}.ln1.gamma` etc. (Q/K/V biases named whether or not the weights hold them). The
+ * attention entry is of kind "attention", or "l2Attention" (roles without wk, bk) when
+ * cfg.attention is "l2".
  *
  * @example blockLayer("blocks.0", cfg, r.trace).children?.length // 2 (pre-LN) or 4 (post-LN)
  */
@@ -118,11 +130,14 @@ export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): Trace
     params: { gamma: `${name}.${which}.gamma`, beta: `${name}.${which}.beta` },
     settings: { eps: cfg.lnEps },
   });
+  const l2 = cfg.attention === "l2";
   const attnParams: Record<string, string> = {};
-  for (const role of ["wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"])
+  for (const role of l2
+    ? ["wq", "wv", "wo", "bq", "bv", "bo"]
+    : ["wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"])
     attnParams[role] = `${name}.attn.${role}`;
   const attn: TracedLayer = {
-    kind: "attention",
+    kind: l2 ? "l2Attention" : "attention",
     name: `${name}.attn`,
     input: t.attnInput,
     params: attnParams,
@@ -165,6 +180,28 @@ export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): Trace
 }
 
 /**
+ * The block's attention sub-layer: dot-product ({@link multiHeadAttention}) or, with
+ * cfg.attention "l2", L2 ({@link l2MultiHeadAttention}).
+ *
+ * @throws RangeError when an L2 block gets a key weight or a dot-product block none.
+ */
+export function blockAttention(
+  x: tf.Tensor,
+  p: AttentionParams | L2AttentionParams,
+  cfg: Pick<BlockConfig, "heads" | "attention">,
+  allowed: tf.Tensor | null,
+): AttentionResult {
+  const l2 = cfg.attention === "l2";
+  if (l2 !== !("wk" in p))
+    throw new RangeError(
+      `block: ${l2 ? "an L2-attention block takes no key weight wk" : "a dot-product attention block needs a key weight wk"}`,
+    );
+  return l2
+    ? l2MultiHeadAttention(x, p, cfg.heads, allowed)
+    : multiHeadAttention(x, p as AttentionParams, cfg.heads, allowed);
+}
+
+/**
  * One transformer block. Pre-LN (Xiong et al. 2020): y = x + attn(LN1(x)), out = y + mlp(LN2(y)).
  * Post-LN (Vaswani et al. 2017): y = LN1(x + attn(x)), out = LN2(y + mlp(y)).
  * docs/math.md section 3 composes their bounds from the sub-layer inputs returned in `trace`.
@@ -187,7 +224,7 @@ export function transformerBlock(
   const ln2 = (t: tf.Tensor) => layerNorm(t, p.ln2.gamma, p.ln2.beta, cfg.lnEps);
   if (cfg.norm === "pre") {
     const attnInput = ln1(x);
-    const a = multiHeadAttention(attnInput, p.attn, cfg.heads, allowed);
+    const a = blockAttention(attnInput, p.attn, cfg, allowed);
     const mid = tf.add(x, drop(a.out));
     const mlpInput = ln2(mid);
     const m = mlp(mlpInput, p.mlp, cfg.activation);
@@ -204,7 +241,7 @@ export function transformerBlock(
     };
     return { out, trace, layer: blockLayer(options.name ?? "blocks.0", cfg, trace) };
   }
-  const a = multiHeadAttention(x, p.attn, cfg.heads, allowed);
+  const a = blockAttention(x, p.attn, cfg, allowed);
   const ln1Input = tf.add(x, drop(a.out));
   const mlpInput = ln1(ln1Input);
   const m = mlp(mlpInput, p.mlp, cfg.activation);

@@ -31,6 +31,13 @@ const encoderFields = {
   activation: z.enum(["gelu-tanh", "gelu-erf"]).default("gelu-tanh"),
   /** Dropout rate applied to each sub-layer's output in training mode (0: none). */
   dropout: z.number().min(0).lt(1).default(0),
+  /**
+   * Attention scores: "dot" (q_i . k_j / sqrt(d_k), Vaswani et al. 2017) or "l2"
+   * (-||q_i - k_j||^2 / sqrt(d_k) with tied W_Q = W_K, Kim et al. 2021; src/nn/l2Attention.ts).
+   * Absent: "dot" (so configs written before the field existed read unchanged, and dot-product
+   * configs are written without it).
+   */
+  attention: z.enum(["dot", "l2"]).optional(),
 };
 
 function checkHeads(cfg: { dModel: number; heads: number }, ctx: z.RefinementCtx): void {
@@ -157,6 +164,46 @@ const PRESETS = {
     classes: 2,
     pooling: "cls",
   },
+  // The presets above with L2 self-attention (tied W_Q = W_K; Kim et al. 2021), nothing else changed.
+  "vit-micro-l2": {
+    kind: "vit",
+    imageSize: 28,
+    channels: 1,
+    patchSize: 7,
+    dModel: 16,
+    heads: 2,
+    blocks: 1,
+    mlpHidden: 32,
+    classes: 10,
+    attention: "l2",
+  },
+  "vit-tiny-l2": {
+    kind: "vit",
+    imageSize: 28,
+    channels: 1,
+    patchSize: 4,
+    dModel: 64,
+    heads: 4,
+    blocks: 4,
+    mlpHidden: 128,
+    classes: 10,
+    qkvBias: true,
+    norm: "pre",
+    lnEps: 1e-5,
+    attention: "l2",
+  },
+  "text-tiny-l2": {
+    kind: "text",
+    vocabSize: 8000,
+    maxLength: 128,
+    dModel: 64,
+    heads: 4,
+    blocks: 2,
+    mlpHidden: 128,
+    classes: 2,
+    pooling: "cls",
+    attention: "l2",
+  },
 } as const satisfies Record<string, ModelConfigInput>;
 
 /** Names of the built-in presets. */
@@ -194,7 +241,9 @@ export function parseModelConfig(json: unknown): ModelConfig {
  * A built-in configuration by name: `vit-tiny` (28x28x1 images, patch 4, d 64, 4 heads, 4 blocks,
  * MLP 128, 10 classes), `text-tiny` (vocabulary 8000, length 128, d 64, 4 heads, 2 blocks,
  * MLP 128, 2 classes), and the seconds-scale `vit-micro` (patch 7, d 16, 2 heads, 1 block, MLP
- * 32) and `text-micro` (vocabulary 2000, length 48, d 16, 2 heads, 1 block, MLP 32).
+ * 32) and `text-micro` (vocabulary 2000, length 48, d 16, 2 heads, 1 block, MLP 32);
+ * `vit-micro-l2`, `vit-tiny-l2` and `text-tiny-l2` are `vit-micro`, `vit-tiny` and `text-tiny`
+ * with L2 self-attention (config `attention: "l2"`).
  *
  * @throws ConfigError listing the known presets when `name` is not one of them.
  */

@@ -34,9 +34,11 @@ export {
 export { ACTIVATIONS, activationDerivative, type Activation } from "./gelu.ts";
 export { allowedKeys, maskOffset } from "./mask.ts";
 export { multiHeadAttention, type AttentionParams, type AttentionResult } from "./attention.ts";
+export { l2MultiHeadAttention, type L2AttentionParams } from "./l2Attention.ts";
 export {
   transformerBlock,
   blockLayer,
+  blockAttention,
   addBlockParams,
   blockParams,
   type BlockConfig,

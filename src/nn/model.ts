@@ -97,8 +97,9 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
 
   /** The settings every block uses. */
   get blockConfig(): BlockConfig {
-    const { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation } = this.config;
-    return { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation };
+    const { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation, attention } =
+      this.config;
+    return { dModel, heads, mlpHidden, qkvBias, norm, lnEps, dropout, activation, attention };
   }
 
   /** Whether attention is causal (text config `causal`; false for ViT). */

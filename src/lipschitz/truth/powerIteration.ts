@@ -1,6 +1,7 @@
 import { tf } from "../../backend.ts";
-import { multiHeadAttention, type AttentionParams } from "../../nn/attention.ts";
-import { blockParams, transformerBlock } from "../../nn/block.ts";
+import type { AttentionParams } from "../../nn/attention.ts";
+import { blockAttention, blockParams, transformerBlock } from "../../nn/block.ts";
+import type { L2AttentionParams } from "../../nn/l2Attention.ts";
 import { allowedKeys, maskOffset } from "../../nn/mask.ts";
 import type { TransformerClassifier } from "../../nn/model.ts";
 import { mulberry32 } from "../../nn/prng.ts";
@@ -516,7 +517,7 @@ export function attentionLayerLipschitz(
   const allowed = allowedKeys(mask, isCausal(model), n);
   try {
     const p = blockParams(model.params, blockIndex).attn;
-    const f: TensorFn = (x) => multiHeadAttention(x, p, model.config.heads, allowed).out;
+    const f: TensorFn = (x) => blockAttention(x, p, model.blockConfig, allowed).out;
     return onRealRows(f, attnInput, rows, options);
   } finally {
     allowed?.dispose();
@@ -527,7 +528,9 @@ export function attentionLayerLipschitz(
  * One head's map X -> P_h V_h (docs/math.md section 2), computed from the layer weights with tfjs
  * ops: Q_h = X W_Q[:, h] + b_Q[h] (columns h*d_k .. (h+1)*d_k - 1), likewise K_h, V_h;
  * P_h = rowsoftmax(Q_h K_h^T / sqrt(d_k)) with masked keys at probability 0. Agrees with
- * multiHeadAttention's P and V (its context before W_O).
+ * multiHeadAttention's P and V (its context before W_O). Parameters without a key weight wk are
+ * an L2 layer's (src/nn/l2Attention.ts): K_h = Q_h (tied) and scores -||q_i - k_j||^2 / sqrt(d_k)
+ * (computed as l2MultiHeadAttention does, without the row constant), agreeing with its P and V.
  *
  * @param x float32 [b, n, d].
  * @param allowed optional mask broadcastable to [b, 1, n, n] (mask.ts), or null.
@@ -537,7 +540,7 @@ export function attentionLayerLipschitz(
  */
 export function headOutput(
   x: tf.Tensor,
-  p: AttentionParams,
+  p: AttentionParams | L2AttentionParams,
   heads: number,
   head: number,
   allowed: tf.Tensor | null = null,
@@ -555,9 +558,16 @@ export function headOutput(
       return tf.reshape(y, [b, n, dk]);
     };
     const q = proj(p.wq, p.bq);
-    const k = proj(p.wk, p.bk);
     const v = proj(p.wv, p.bv);
-    let scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
+    let scores: tf.Tensor;
+    if ("wk" in p) {
+      const k = proj(p.wk, p.bk);
+      scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
+    } else {
+      const keyNorms = tf.reshape(tf.sum(tf.square(q), -1), [b, 1, n]);
+      const cross = tf.matMul(tf.mul(q, 2), q, false, true);
+      scores = tf.mul(tf.sub(cross, keyNorms), 1 / Math.sqrt(dk));
+    }
     let mask3: tf.Tensor | null = null;
     if (allowed !== null) {
       const s = allowed.shape as number[];
