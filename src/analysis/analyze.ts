@@ -1,6 +1,7 @@
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace } from "../nn/trace.ts";
+import type { LayerReport } from "../lipschitz/compose.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
 import { checkVariants, HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import {
@@ -156,6 +157,11 @@ export interface Analysis {
    */
   outside: Record<string, number[]>;
   summary: { blocks: BoundsSummary[]; network: BoundsSummary; compositionFloor: FloorSummary | null };
+  /**
+   * Why some bounds are Infinity, the vacuous bound (e.g. L2 attention's L2_NO_BOUND, src/lipschitz/layers/l2Attention.ts):
+   * the distinct `note`s of the layer rules' details; empty when every rule bounded its layer.
+   */
+  notes: string[];
   /** Seconds spent: bounds, true values. */
   seconds: { bounds: number; truth: number };
   /** How the block and head true values were estimated; unconverged counts. */
@@ -215,6 +221,8 @@ export interface AnalysisPart {
   rows: AttentionRow[];
   /** The first input's attention maps. */
   attentionMaps: AttentionMaps;
+  /** The layer rules' notes ({@link Analysis.notes}). */
+  notes: string[];
   seconds: { bounds: number; truth: number };
 }
 
@@ -274,14 +282,30 @@ function pushValues(target: BoundsAgainstTruth, values: Record<HeadVariant, numb
   target.true.push(truth);
 }
 
+/**
+ * {@link summarize}, except that a sample of vacuous bounds only (every value Infinity: a layer
+ * without a bound, such as L2 attention) is summarised as Infinity throughout.
+ *
+ * @throws RangeError when the sample is empty, or holds NaN or a mix of Infinity and finite values.
+ */
+function summarizeBound(values: number[], name: string): Summary {
+  if (values.length > 0 && values.every((v) => v === Infinity)) {
+    const inf = Infinity;
+    return { count: values.length, mean: inf, min: inf, q1: inf, median: inf, q3: inf, max: inf };
+  }
+  return summarize(values, name);
+}
+
 function summarizeBounds(b: BoundsAgainstTruth): BoundsSummary {
   const finite = (xs: number[]) => xs.filter(Number.isFinite);
+  // Ratios of vacuous bounds (all Infinity) stay Infinity; otherwise the finite ones count.
+  const ratios = (xs: number[]) => (xs.length > 0 && xs.every((x) => x === Infinity) ? xs : finite(xs));
   const hasTruth = finite(b.true).length > 0;
   return {
-    bounds: Object.fromEntries(variantsOf(b.bounds).map((v) => [v, summarize(b.bounds[v], v)])) as Record<HeadVariant, Summary>,
+    bounds: Object.fromEntries(variantsOf(b.bounds).map((v) => [v, summarizeBound(b.bounds[v], v)])) as Record<HeadVariant, Summary>,
     true: hasTruth ? summarize(finite(b.true), "true") : null,
     ratios: hasTruth
-      ? (Object.fromEntries(variantsOf(b.ratios).map((v) => [v, summarize(finite(b.ratios[v]), `${v} ratio`)])) as Record<HeadVariant, Summary>)
+      ? (Object.fromEntries(variantsOf(b.ratios).map((v) => [v, summarizeBound(ratios(b.ratios[v].filter((x) => !Number.isNaN(x))), `${v} ratio`)])) as Record<HeadVariant, Summary>)
       : null,
   };
 }
@@ -294,7 +318,7 @@ function summarizeFloor(network: BoundsAgainstTruth, floors: number[]): FloorSum
   return {
     floor: summarize(at.map((e) => floors[e]), "composition floor"),
     boundOverFloor: Object.fromEntries(
-      variantsOf(network.bounds).map((v) => [v, summarize(at.map((e) => network.bounds[v][e] / floors[e]), `${v} bound / floor`)]),
+      variantsOf(network.bounds).map((v) => [v, summarizeBound(at.map((e) => network.bounds[v][e] / floors[e]), `${v} bound / floor`)]),
     ) as Record<HeadVariant, Summary>,
     floorOverTrue: withTruth.length > 0 ? summarize(withTruth.map((e) => floors[e] / network.true[e]), "floor / true") : null,
   };
@@ -347,6 +371,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
   let truthSeconds = 0;
   const allRows: { top1: number; top2: number; sigma: number }[] = [];
   const attentionMaps: AttentionMaps = { n: 0, maps: [] };
+  const notes = new Set<string>();
 
   for (let start = 0; start < count; start += batchSize) {
     const size = Math.min(batchSize, count - start);
@@ -370,6 +395,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
       const report = networkBounds(model, trace!, { mlp: options.mlp, variants });
       boundSeconds += (performance.now() - t0) / 1000;
       inputSpace = report.inputSpace;
+      for (const ex of report.examples) collectNotes(ex.layers, notes);
       const t1 = performance.now();
       const netTrue = truth.network ? networkLipschitz(model, x, { mask: mask ?? undefined }) : null;
       for (let e = 0; e < size; e++) {
@@ -437,8 +463,18 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     outside,
     rows: allRows,
     attentionMaps,
+    notes: [...notes],
     seconds: { bounds: boundSeconds, truth: truthSeconds },
   };
+}
+
+/** Adds the `note` of every layer report's detail (recursively) to `notes`. */
+function collectNotes(layers: readonly LayerReport[], notes: Set<string>): void {
+  for (const l of layers) {
+    const note = (l.detail as { note?: unknown } | undefined)?.note;
+    if (typeof note === "string") notes.add(note);
+    collectNotes(l.children, notes);
+  }
 }
 
 /** Indices (0-based, within the batch) of the examples whose logits [size, classes] hold a non-finite value. */
@@ -485,6 +521,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
   return {
     attentionRows: sample,
     attentionMaps: parts[0].attentionMaps,
+    notes: [...new Set(parts.flatMap((p) => p.notes))],
     inputs: parts.reduce((a, p) => a + p.inputs, 0),
     variants: checkVariants(options.variants ?? HEAD_VARIANTS, "analyze"),
     inputSpace: parts[0].inputSpace,

@@ -36,7 +36,8 @@ function truthArrays(r: TruthRecord): Record<string, unknown> {
  * each estimated true value was made: iterations, residual, converged, and the counts
  * `convergence: {estimates, unconverged}`), `summary` holds medians and quartiles, and the
  * top-level `convergence` holds the method, tolerance, cap and unconverged counts. NaN (a
- * value not computed) is written as null.
+ * value not computed) is written as null, and so is Infinity, the vacuous bound of a model
+ * with a layer that has none (L2 attention): `notes` then says why.
  */
 export function analysisDocument(analysis: Analysis, meta: Record<string, unknown>): Record<string, unknown> {
   const layers: Record<string, unknown> = {};
@@ -67,6 +68,7 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
     inputs: analysis.inputs,
     inputSpace: analysis.inputSpace,
     variants: analysis.variants,
+    ...(analysis.notes.length > 0 ? { notes: analysis.notes } : {}),
     seconds: analysis.seconds,
     convergence: analysis.convergence,
     layers,

@@ -38,19 +38,23 @@ export function convergenceLine(c: ConvergenceSummary): string {
  * One table per layer: median bound of each variant, median true value, median ratio. A block
  * whose true values include unconverged estimates has its true value marked "*" and a line
  * counting them (its heads' unconverged estimates are counted there too); a last line sums up
- * how the estimates were made and how many did not converge (docs/math.md section 5).
+ * how the estimates were made and how many did not converge (docs/math.md section 5). A bound
+ * that is Infinity (a layer without a bound, e.g. L2 attention) shows as "none", with the
+ * analysis's notes saying why.
  *
  * @returns plain text for the terminal. @example console.log(analysisTables(analyze(model, x)))
  */
 export function analysisTables(analysis: Analysis): string {
   const parts: string[] = [];
+  // Infinity is the vacuous bound of a layer without one (analysis.notes say why): "none".
+  const bound = (x: number | undefined) => (x === Infinity ? "none" : (x ?? NaN));
   const one = (name: string, s: BoundsSummary, note: string, flag = "") => {
     const rows: (string | number)[][] = analysis.variants.map((v) => [
       v,
-      s.bounds[v].median,
+      bound(s.bounds[v].median),
       flag === "" ? (s.true?.median ?? NaN) : `${formatNumber(s.true?.median)} ${flag}`,
-      s.ratios?.[v].median ?? NaN,
-      s.ratios?.[v].max ?? NaN,
+      bound(s.ratios?.[v].median),
+      bound(s.ratios?.[v].max),
     ]);
     parts.push(`${name} (${note}; medians over ${analysis.inputs} inputs)`);
     parts.push(renderTable(["variant", "bound", "true", "bound/true", "max bound/true"], rows));
@@ -74,7 +78,13 @@ export function analysisTables(analysis: Analysis): string {
   });
   one("network", analysis.summary.network, `exact input-Jacobian norm, input = ${analysis.inputSpace}`);
   const floor = analysis.summary.compositionFloor;
-  if (floor !== null) {
+  if (floor !== null && analysis.variants.every((v) => floor.boundOverFloor[v].median === Infinity))
+    parts.push(
+      `Composition floor (product of the blocks' true values x every factor outside the blocks): median ${formatNumber(floor.floor.median)}` +
+        (floor.floorOverTrue === null ? "" : `, ${formatNumber(floor.floorOverTrue.median)}x the network's true value`) +
+        "; no network bound to compare.",
+    );
+  else if (floor !== null) {
     const tightest = analysis.variants.reduce((best, v) => (floor.boundOverFloor[v].median < floor.boundOverFloor[best].median ? v : best));
     parts.push(
       `Composition floor (product of the blocks' true values x every factor outside the blocks (embedding, norms, pooling, head); no product of block bounds can be lower): ` +
@@ -87,6 +97,7 @@ export function analysisTables(analysis: Analysis): string {
   const outside = Object.entries(analysis.outside);
   if (outside.length > 0)
     parts.push(`Factors outside the blocks (medians; the same for every variant): ${outside.map(([name, v]) => `${name} ${formatNumber(median(v))}`).join(", ")}.`);
+  for (const note of analysis.notes ?? []) parts.push(`Bound "none": ${note}.`);
   parts.push(convergenceLine(analysis.convergence));
   return parts.join("\n");
 }

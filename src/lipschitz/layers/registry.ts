@@ -1,5 +1,6 @@
 import { attentionKind } from "./attention.ts";
 import { finalNormKind } from "./finalNorm.ts";
+import { l2AttentionKind } from "./l2Attention.ts";
 import { layerNormKind } from "./layerNorm.ts";
 import { linearKind } from "./linear.ts";
 import { mlpKind } from "./mlp.ts";
@@ -22,6 +23,7 @@ const BUILTIN_KINDS: readonly LayerKindSpec[] = [
   tokenEmbeddingKind,
   layerNormKind,
   attentionKind,
+  l2AttentionKind,
   mlpKind,
   residualKind,
   sequenceKind,
