@@ -156,6 +156,62 @@ export function attention64(
   return { out, q, k, v, p };
 }
 
+/**
+ * Multi-head L2 self-attention (Kim et al. 2021; src/nn/l2Attention.ts) of one sequence, written
+ * from its definition: per head q_i = k_i = x_i W_Q[:, h] + b_Q[h] (ONE weight `${prefix}.wq`,
+ * tied bias `${prefix}.bq`), scores -||q_i - k_j||^2 / sqrt(d_k) (the full squared distance),
+ * softmax over the allowed keys, values x W_V + b_V, output [P_h V_h]_h W_O + b_O.
+ *
+ * @param x [n, d]. @param allowed as {@link attention64}.
+ * @returns as attention64 (k equal to q).
+ */
+export function l2Attention64Ref(
+  x: ArrayLike<number>,
+  n: number,
+  heads: number,
+  weights: Weights,
+  prefix: string,
+  allowed?: ArrayLike<number>,
+): Attention64 {
+  const Wq = w(weights, `${prefix}.wq`);
+  const d = Wq.shape[0];
+  const dk = d / heads;
+  const Q = linear64(x, n, Wq, weights.get(`${prefix}.bq`));
+  const V = linear64(x, n, w(weights, `${prefix}.wv`), weights.get(`${prefix}.bv`));
+  const q = new Float64Array(heads * n * dk);
+  const v = new Float64Array(heads * n * dk);
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < n; i++)
+      for (let c = 0; c < dk; c++) {
+        q[(h * n + i) * dk + c] = Q[i * d + h * dk + c];
+        v[(h * n + i) * dk + c] = V[i * d + h * dk + c];
+      }
+  const p = new Float64Array(heads * n * n);
+  const context = new Float64Array(n * d);
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < n; i++) {
+      const keys: number[] = [];
+      for (let j = 0; j < n; j++) if (!allowed || allowed[i * n + j]) keys.push(j);
+      if (keys.length === 0) continue;
+      const scores = keys.map((j) => {
+        let dist = 0;
+        for (let c = 0; c < dk; c++) dist += (q[(h * n + i) * dk + c] - q[(h * n + j) * dk + c]) ** 2;
+        return -dist / Math.sqrt(dk);
+      });
+      const top = Math.max(...scores);
+      const e = scores.map((s) => Math.exp(s - top));
+      const z = e.reduce((a, b) => a + b, 0);
+      keys.forEach((j, t) => (p[(h * n + i) * n + j] = e[t] / z));
+      for (let c = 0; c < dk; c++) {
+        let s = 0;
+        for (const j of keys) s += p[(h * n + i) * n + j] * v[(h * n + j) * dk + c];
+        context[i * d + h * dk + c] = s;
+      }
+    }
+  const out = linear64(context, n, w(weights, `${prefix}.wo`), w(weights, `${prefix}.bo`));
+  return { out, q, k: q, v, p };
+}
+
 function add(a: Float64Array, b: Float64Array): Float64Array {
   return a.map((x, i) => x + b[i]);
 }
@@ -167,7 +223,10 @@ export interface Block64 {
   h: Float64Array;
 }
 
-/** One pre- or post-LN block (block.ts) of one sequence x [n, d], weights `blocks.i.*`. */
+/**
+ * One pre- or post-LN block (block.ts) of one sequence x [n, d], weights `blocks.i.*`; its
+ * attention is {@link l2Attention64Ref} when cfg.attention is "l2", else {@link attention64}.
+ */
 export function block64(
   x: Float64Array,
   n: number,
@@ -185,13 +244,14 @@ export function block64(
       w(weights, `${pre}.${which}.beta`),
       cfg.lnEps,
     );
+  const attention = cfg.attention === "l2" ? l2Attention64Ref : attention64;
   if (cfg.norm === "pre") {
-    const attn = attention64(ln(x, "ln1"), n, cfg.heads, weights, `${pre}.attn`, allowed);
+    const attn = attention(ln(x, "ln1"), n, cfg.heads, weights, `${pre}.attn`, allowed);
     const mid = add(x, attn.out);
     const m = mlp64(ln(mid, "ln2"), n, weights, `${pre}.mlp`, cfg.activation);
     return { out: add(mid, m.out), attn, h: m.h };
   }
-  const attn = attention64(x, n, cfg.heads, weights, `${pre}.attn`, allowed);
+  const attn = attention(x, n, cfg.heads, weights, `${pre}.attn`, allowed);
   const y = ln(add(x, attn.out), "ln1");
   const m = mlp64(y, n, weights, `${pre}.mlp`, cfg.activation);
   return { out: ln(add(y, m.out), "ln2"), attn, h: m.h };
