@@ -33,7 +33,8 @@ export interface BlockParams {
 /**
  * Creates block `i`'s parameters in `store` under `blocks.i.`: ln1.{gamma,beta} [d],
  * attn.{wq,bq,wk,bk,wv,bv,wo,bo} (W [d, d] Glorot uniform, b [d] zeros; bq/bk/bv only with
- * qkvBias; L2 attention has no wk and no bk: W_Q and b_Q serve as the key's too),
+ * qkvBias; L2 attention has no wk, bk nor bq: W_Q serves as the key's too, and only bv with
+ * qkvBias, src/nn/l2Attention.ts),
  * ln2.{gamma,beta} [d], mlp.{w1 [d, hidden], b1, w2 [hidden, d], b2}.
  */
 export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): void {
@@ -42,9 +43,11 @@ export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): 
   const sq = { kind: "glorot", fanIn: d, fanOut: d } as const;
   store.add(`${pre}.ln1.gamma`, [d], { kind: "ones" });
   store.add(`${pre}.ln1.beta`, [d], { kind: "zeros" });
-  for (const m of cfg.attention === "l2" ? ["q", "v"] : ["q", "k", "v"]) {
+  const l2 = cfg.attention === "l2";
+  for (const m of l2 ? ["q", "v"] : ["q", "k", "v"]) {
     store.add(`${pre}.attn.w${m}`, [d, d], sq);
-    if (cfg.qkvBias) store.add(`${pre}.attn.b${m}`, [d], { kind: "zeros" });
+    // L2 attention takes no query bias (it cancels in the scores; Kim et al.'s value map has none).
+    if (cfg.qkvBias && !(l2 && m === "q")) store.add(`${pre}.attn.b${m}`, [d], { kind: "zeros" });
   }
   store.add(`${pre}.attn.wo`, [d, d], sq);
   store.add(`${pre}.attn.bo`, [d], { kind: "zeros" });
@@ -133,7 +136,7 @@ export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): Trace
   const l2 = cfg.attention === "l2";
   const attnParams: Record<string, string> = {};
   for (const role of l2
-    ? ["wq", "wv", "wo", "bq", "bv", "bo"]
+    ? ["wq", "wv", "wo", "bv", "bo"]
     : ["wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"])
     attnParams[role] = `${name}.attn.${role}`;
   const attn: TracedLayer = {
@@ -183,7 +186,8 @@ export function blockLayer(name: string, cfg: BlockConfig, t: BlockTrace): Trace
  * The block's attention sub-layer: dot-product ({@link multiHeadAttention}) or, with
  * cfg.attention "l2", L2 ({@link l2MultiHeadAttention}).
  *
- * @throws RangeError when an L2 block gets a key weight or a dot-product block none.
+ * @throws RangeError when an L2 block gets a key weight or a query bias, or a dot-product block
+ *   no key weight.
  */
 export function blockAttention(
   x: tf.Tensor,
@@ -195,6 +199,10 @@ export function blockAttention(
   if (l2 !== !("wk" in p))
     throw new RangeError(
       `block: ${l2 ? "an L2-attention block takes no key weight wk" : "a dot-product attention block needs a key weight wk"}`,
+    );
+  if (l2 && "bq" in p && p.bq !== undefined)
+    throw new RangeError(
+      "block: an L2-attention block takes no query bias bq (it cancels in the scores, and Kim et al.'s value map X W_Q W_Q^T W_V has none)",
     );
   return l2
     ? l2MultiHeadAttention(x, p, cfg.heads, allowed)

@@ -4,36 +4,41 @@ import { linear } from "./linear.ts";
 import { maskOffset } from "./mask.ts";
 
 /**
- * Parameters of multi-head L2 self-attention (Kim, Papamakarios and Mnih 2021): ONE query/key
- * weight W_Q = W_K [d, d] (no separate key weight), W_V, W_O [d, d]; head h uses columns
- * h*d_k .. (h+1)*d_k - 1 of W_Q and W_V (d_k = d / heads) and rows h*d_k .. of W_O. Optional
- * biases bq = bk (tied) and bv [d] (config qkvBias); the output bias bo [d] is always present.
+ * Parameters of multi-head L2 self-attention in Kim, Papamakarios and Mnih's form (L2-MHA, ICML
+ * 2021, section 3.2): ONE query weight W_Q [d, d] that serves as the key's (W_K = W_Q) and enters
+ * the value map too, W_V, W_O [d, d]; head h uses columns h*d_k .. (h+1)*d_k - 1 of W_Q and W_V
+ * (W^{Q,h}, W^{V,h} [d, d_k], d_k = d / heads). Optional value bias bv [d] (config qkvBias), added
+ * after the head's value map; no query bias: it cancels from the scores (q_i - q_j) and Kim et
+ * al.'s value map X A^h has none. The output bias bo [d] is always present.
  */
 export interface L2AttentionParams {
   wq: tf.Tensor;
   wv: tf.Tensor;
   wo: tf.Tensor;
-  bq?: tf.Tensor;
   bv?: tf.Tensor;
   bo: tf.Tensor;
 }
 
 /**
- * Multi-head L2 self-attention (Kim et al. 2021, docs/math.md section 2, "L2 self-attention"):
- * per head Q_h = K_h = X W_Q[:, h] + b_Q[h] (tied), scores S_ij = -||q_i - k_j||^2 / sqrt(d_k),
- * P_h = rowsoftmax(S) over allowed keys (masked entries exactly 0, a fully masked row 0, as in
- * {@link multiHeadAttention}), out = [P_1 V_1, ..., P_H V_H] W_O + b_O with V = X W_V + b_V
- * (W_V is NOT tied to W_Q).
+ * Multi-head L2 self-attention, Kim et al. 2021's L2-MHA (docs/math.md section 2, "L2
+ * self-attention"): per head, with Q_h = X W^{Q,h} [n, d_k] and A^h = W^{Q,h} W^{Q,h}^T / sqrt(d_k),
+ *   P_h = rowsoftmax(S), S_ij = -||q_i - q_j||^2 / sqrt(d_k) (masked entries exactly 0, a fully
+ *   masked row 0, as in {@link multiHeadAttention}),
+ *   head_h = P_h X A^h W^{V,h} + 1 b_V[h]^T = P_h (Q_h M_h / sqrt(d_k)) + 1 b_V[h]^T,
+ *     M_h = W^{Q,h}^T W^{V,h} [d_k, d_k],
+ *   out = [head_1, ..., head_H] W_O + b_O.
+ * The value path goes through the tied query map: that is what makes the layer globally
+ * Lipschitz (Kim et al. Theorem 3.2; the `kim` bound, src/lipschitz/rules/kim.ts).
  *
- * Computed as S'_ij = (2 q_i . k_j - ||k_j||^2) / sqrt(d_k), which differs from S_ij by the row
- * constant ||q_i||^2 / sqrt(d_k): the softmax, hence P and the output, are the same, and the
- * large ||q_i||^2 never enters the float32 sum. The tied bias cancels from S (q_i - k_j does not
- * hold it), so it changes Q, K in the trace but not P.
+ * Scores are computed as S'_ij = (2 q_i . q_j - ||q_j||^2) / sqrt(d_k), which differs from S_ij by
+ * the row constant ||q_i||^2 / sqrt(d_k): the softmax, hence P and the output, are the same, and
+ * the large ||q_i||^2 never enters the float32 sum.
  *
  * @param x float32 [b, n, d].
  * @param heads number of heads; must divide d.
  * @param allowed optional float32 mask broadcastable to [b, heads, n, n] (mask.ts), 1 = may attend.
- * @returns as multiHeadAttention: out [b, n, d], q = k (the same tensor) and v [b, heads, n, d_k], p [b, heads, n, n].
+ * @returns as multiHeadAttention: out [b, n, d], q = k (the same tensor) [b, heads, n, d_k],
+ *   v [b, heads, n, d_k] (the values X A^h W^{V,h} + b_V[h] that P_h averages), p [b, heads, n, n].
  * @throws RangeError when x is not rank 3, d is not divisible by heads, or weights have wrong shapes.
  * @example l2MultiHeadAttention(x, { wq, wv, wo, bo }, 2).p // [b, 2, n, n], rows sum to 1
  */
@@ -57,15 +62,18 @@ export function l2MultiHeadAttention(
       throw new RangeError(
         `l2 attention: ${name} must be [${d}, ${d}], got [${w.shape.join(", ")}]`,
       );
-  if ((p.bq === undefined) !== (p.bv === undefined))
-    throw new RangeError("l2 attention: give both bq and bv or neither");
+  if (p.bv !== undefined && (p.bv.rank !== 1 || p.bv.shape[0] !== d))
+    throw new RangeError(`l2 attention: bv must be [${d}], got [${p.bv.shape.join(", ")}]`);
   const dk = d / heads;
   return tf.tidy(() => {
-    const w = tf.concat([p.wq, p.wv], 1);
-    const bias = p.bq !== undefined ? tf.concat([p.bq, p.bv as tf.Tensor], 0) : undefined;
-    const qv = linear(tf.reshape(x, [b * n, d]), w, bias);
-    const split = tf.transpose(tf.reshape(qv, [b, n, 2 * heads, dk]), [0, 2, 1, 3]);
-    const [q, v] = tf.split(split, 2, 1);
+    const q4 = tf.reshape(linear(tf.reshape(x, [b * n, d]), p.wq), [b, n, heads, dk]);
+    const q = tf.transpose(q4, [0, 2, 1, 3]); // [b, H, n, dk]
+    // M_h = W^{Q,h}^T W^{V,h} / sqrt(d_k) [H, dk, dk]; values Q_h M_h (+ b_V[h]).
+    const byHead = (w: tf.Tensor) => tf.transpose(tf.reshape(w, [d, heads, dk]), [1, 0, 2]);
+    const m = tf.mul(tf.matMul(byHead(p.wq), byHead(p.wv), true, false), 1 / Math.sqrt(dk));
+    const qh = tf.reshape(tf.transpose(q, [1, 0, 2, 3]), [heads, b * n, dk]);
+    let v = tf.transpose(tf.reshape(tf.matMul(qh, m), [heads, b, n, dk]), [1, 0, 2, 3]);
+    if (p.bv !== undefined) v = tf.add(v, tf.reshape(p.bv, [1, heads, 1, dk]));
     const keyNorms = tf.reshape(tf.sum(tf.square(q), -1), [b, heads, 1, n]);
     const cross = tf.matMul(tf.mul(q, 2), q, false, true);
     let scores = tf.mul(tf.sub(cross, keyNorms), 1 / Math.sqrt(dk));

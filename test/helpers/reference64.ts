@@ -157,13 +157,15 @@ export function attention64(
 }
 
 /**
- * Multi-head L2 self-attention (Kim et al. 2021; src/nn/l2Attention.ts) of one sequence, written
- * from its definition: per head q_i = k_i = x_i W_Q[:, h] + b_Q[h] (ONE weight `${prefix}.wq`,
- * tied bias `${prefix}.bq`), scores -||q_i - k_j||^2 / sqrt(d_k) (the full squared distance),
- * softmax over the allowed keys, values x W_V + b_V, output [P_h V_h]_h W_O + b_O.
+ * Multi-head L2 self-attention (Kim et al. 2021's L2-MHA; src/nn/l2Attention.ts) of one sequence,
+ * written from the paper's definition: per head, W^{Q,h} = W_Q[:, h] [d, d_k] (ONE weight
+ * `${prefix}.wq`, no query bias), q_i = k_i = x_i W^{Q,h}, scores -||q_i - k_j||^2 / sqrt(d_k)
+ * (the full squared distance), softmax over the allowed keys, A^h = W^{Q,h} W^{Q,h}^T / sqrt(d_k)
+ * [d, d] formed explicitly, values v_j = x_j A^h W^{V,h} + b_V[h], output [P_h V_h]_h W_O + b_O.
  *
  * @param x [n, d]. @param allowed as {@link attention64}.
- * @returns as attention64 (k equal to q).
+ * @returns as attention64 (k equal to q; v [heads, n, d_k] the values P_h averages).
+ * @throws Error when the weights hold a query bias (an L2 layer has none).
  */
 export function l2Attention64Ref(
   x: ArrayLike<number>,
@@ -173,19 +175,39 @@ export function l2Attention64Ref(
   prefix: string,
   allowed?: ArrayLike<number>,
 ): Attention64 {
+  if (weights.has(`${prefix}.bq`)) throw new Error(`${prefix}.bq: an L2 layer has no query bias`);
   const Wq = w(weights, `${prefix}.wq`);
+  const Wv = w(weights, `${prefix}.wv`);
+  const bv = weights.get(`${prefix}.bv`);
   const d = Wq.shape[0];
   const dk = d / heads;
-  const Q = linear64(x, n, Wq, weights.get(`${prefix}.bq`));
-  const V = linear64(x, n, w(weights, `${prefix}.wv`), weights.get(`${prefix}.bv`));
   const q = new Float64Array(heads * n * dk);
   const v = new Float64Array(heads * n * dk);
-  for (let h = 0; h < heads; h++)
-    for (let i = 0; i < n; i++)
-      for (let c = 0; c < dk; c++) {
-        q[(h * n + i) * dk + c] = Q[i * d + h * dk + c];
-        v[(h * n + i) * dk + c] = V[i * d + h * dk + c];
+  for (let h = 0; h < heads; h++) {
+    // A^h = W^{Q,h} W^{Q,h}^T / sqrt(d_k) [d, d].
+    const A = new Float64Array(d * d);
+    for (let r = 0; r < d; r++)
+      for (let c = 0; c < d; c++) {
+        let s = 0;
+        for (let t = 0; t < dk; t++) s += Wq.data[r * d + h * dk + t] * Wq.data[c * d + h * dk + t];
+        A[r * d + c] = s / Math.sqrt(dk);
       }
+    for (let i = 0; i < n; i++) {
+      const xa = new Float64Array(d); // x_i A^h
+      for (let c = 0; c < d; c++)
+        for (let r = 0; r < d; r++) xa[c] += x[i * d + r] * A[r * d + c];
+      for (let t = 0; t < dk; t++) {
+        let sq = 0;
+        let sv = bv ? bv.data[h * dk + t] : 0;
+        for (let r = 0; r < d; r++) {
+          sq += x[i * d + r] * Wq.data[r * d + h * dk + t];
+          sv += xa[r] * Wv.data[r * d + h * dk + t];
+        }
+        q[(h * n + i) * dk + t] = sq;
+        v[(h * n + i) * dk + t] = sv;
+      }
+    }
+  }
   const p = new Float64Array(heads * n * n);
   const context = new Float64Array(n * d);
   for (let h = 0; h < heads; h++)

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { tf, useBackend } from "../../src/backend.ts";
 import {
   allowedKeys,
+  blockAttention,
   blockParams,
   createModel,
   l2MultiHeadAttention,
@@ -42,7 +43,7 @@ function weights(seed: number, bias: boolean): Map<string, NamedArray> {
   let s = seed;
   for (const name of ["wq", "wv", "wo"])
     m.set(`a.${name}`, { data: uniform(d * d, s++, -0.8, 0.8), shape: [d, d] });
-  for (const name of bias ? ["bq", "bv", "bo"] : ["bo"])
+  for (const name of bias ? ["bv", "bo"] : ["bo"])
     m.set(`a.${name}`, { data: uniform(d, s++, -0.5, 0.5), shape: [d] });
   return m;
 }
@@ -52,7 +53,7 @@ function params(m: Map<string, NamedArray>): L2AttentionParams {
     const w = m.get(`a.${k}`);
     return w === undefined ? undefined : tf.tensor(w.data, w.shape);
   };
-  return { wq: t("wq")!, wv: t("wv")!, wo: t("wo")!, bo: t("bo")!, bq: t("bq"), bv: t("bv") };
+  return { wq: t("wq")!, wv: t("wv")!, wo: t("wo")!, bo: t("bo")!, bv: t("bv") };
 }
 
 /** Per example, the [n * n] allowed matrix of a padding row (1 = real token). */
@@ -101,7 +102,7 @@ test("forward equals the float64 reference (with and without biases, with paddin
       );
     }
     // The scores are not dot-product scores: the dot-product layer with W_K = W_Q differs.
-    const dot = multiHeadAttention(x, { ...p, wk: p.wq, bk: p.bq }, heads, allowed);
+    const dot = multiHeadAttention(x, { ...p, wk: p.wq }, heads, allowed);
     assert.ok(
       relError(dot.out.dataSync(), Array.from(out)) > 1e-2,
       "L2 and dot-product outputs differ",
@@ -139,16 +140,16 @@ test("input Jacobian (tfjs autodiff) equals central differences of the float64 r
   for (const t of Object.values(p)) (t as tf.Tensor | undefined)?.dispose();
 });
 
-test("the query/key weight is one tensor and its gradient (through queries and keys) is the reference's", () => {
+test("the query/key weight is one tensor and its gradient (through queries, keys and values) is the reference's", () => {
   const m = weights(31, true);
   const p = params(m);
   const xs = uniform(n * d, 32, -1, 1);
   const cot = uniform(n * d, 33, -1, 1);
   const x = tf.tensor3d(xs, [1, n, d]);
   const c = tf.tensor3d(cot, [1, n, d]);
-  const loss = (wq: tf.Tensor, bq: tf.Tensor) =>
-    tf.sum(tf.mul(l2MultiHeadAttention(x, { ...p, wq, bq }, heads).out, c));
-  const [gw, gb] = tf.grads(loss)([p.wq, p.bq!]);
+  const loss = (wq: tf.Tensor) =>
+    tf.sum(tf.mul(l2MultiHeadAttention(x, { ...p, wq }, heads).out, c));
+  const [gw] = tf.grads(loss)([p.wq]);
   const g = gw.dataSync();
   const lossRef = (w: NamedArray) => {
     const mm = new Map(m);
@@ -174,24 +175,26 @@ test("the query/key weight is one tensor and its gradient (through queries and k
     scale = Math.max(scale, Math.abs(fd));
   }
   assert.ok(scale > 0.1 && diff / scale < 1e-4, `dW_Q vs central differences: ${diff / scale}`);
-  // The tied bias cancels from q_i - k_j: it moves no probability, so its gradient is ~0.
-  const gbMax = Math.max(...Array.from(gb.dataSync(), Math.abs));
-  assert.ok(gbMax < 1e-4 * scale, `d b_Q = ${gbMax}`);
-  // In a model: one wq per block, no wk or bk, and the block's attention reads that variable.
+  // In a model: one wq per block, no wk, bk nor bq (qkvBias adds bv only), and the block's
+  // attention reads that variable; a query bias is refused.
   for (const qkvBias of [true, false]) {
     const model = createModel({ ...modelPreset("vit-micro-l2"), qkvBias });
     const names = [...model.getWeights().keys()].filter((k) => k.startsWith("blocks.0.attn."));
     assert.deepEqual(
       names.sort(),
-      (qkvBias ? ["bo", "bq", "bv", "wo", "wq", "wv"] : ["bo", "wo", "wq", "wv"])
+      (qkvBias ? ["bo", "bv", "wo", "wq", "wv"] : ["bo", "wo", "wq", "wv"])
         .map((r) => `blocks.0.attn.${r}`)
         .sort(),
     );
     const attn = blockParams(model.params, 0).attn;
     assert.ok(!("wk" in attn) && attn.wq === model.params.get("blocks.0.attn.wq"));
+    assert.throws(
+      () => blockAttention(x, { ...attn, bq: attn.wv }, model.blockConfig, null),
+      /L2-attention block takes no query bias bq/,
+    );
     model.dispose();
   }
-  tf.dispose([x, c, gw, gb]);
+  tf.dispose([x, c, gw]);
   for (const t of Object.values(p)) (t as tf.Tensor | undefined)?.dispose();
 });
 

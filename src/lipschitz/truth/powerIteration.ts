@@ -529,8 +529,10 @@ export function attentionLayerLipschitz(
  * ops: Q_h = X W_Q[:, h] + b_Q[h] (columns h*d_k .. (h+1)*d_k - 1), likewise K_h, V_h;
  * P_h = rowsoftmax(Q_h K_h^T / sqrt(d_k)) with masked keys at probability 0. Agrees with
  * multiHeadAttention's P and V (its context before W_O). Parameters without a key weight wk are
- * an L2 layer's (src/nn/l2Attention.ts): K_h = Q_h (tied) and scores -||q_i - k_j||^2 / sqrt(d_k)
- * (computed as l2MultiHeadAttention does, without the row constant), agreeing with its P and V.
+ * an L2 layer's (src/nn/l2Attention.ts, Kim et al.'s L2-MHA): K_h = Q_h = X W^{Q,h} (tied, no
+ * query bias), scores -||q_i - k_j||^2 / sqrt(d_k) (computed as l2MultiHeadAttention does,
+ * without the row constant) and values V_h = Q_h W^{Q,h}^T W^{V,h} / sqrt(d_k) + b_V[h]
+ * (= X A^h W^{V,h} + b_V[h]), agreeing with its P and V.
  *
  * @param x float32 [b, n, d].
  * @param allowed optional mask broadcastable to [b, 1, n, n] (mask.ts), or null.
@@ -557,13 +559,21 @@ export function headOutput(
       if (bias !== undefined) y = tf.add(y, tf.slice(bias, [head * dk], [dk]));
       return tf.reshape(y, [b, n, dk]);
     };
-    const q = proj(p.wq, p.bq);
-    const v = proj(p.wv, p.bv);
     let scores: tf.Tensor;
+    let q: tf.Tensor;
+    let v: tf.Tensor;
     if ("wk" in p) {
+      q = proj(p.wq, p.bq);
+      v = proj(p.wv, p.bv);
       const k = proj(p.wk, p.bk);
       scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
     } else {
+      q = proj(p.wq, undefined);
+      const wqh = tf.slice(p.wq, [0, head * dk], [d, dk]);
+      const wvh = tf.slice(p.wv, [0, head * dk], [d, dk]);
+      const m = tf.mul(tf.matMul(wqh, wvh, true, false), 1 / Math.sqrt(dk));
+      v = tf.reshape(tf.matMul(tf.reshape(q, [b * n, dk]), m), [b, n, dk]);
+      if (p.bv !== undefined) v = tf.add(v, tf.slice(p.bv, [head * dk], [dk]));
       const keyNorms = tf.reshape(tf.sum(tf.square(q), -1), [b, 1, n]);
       const cross = tf.matMul(tf.mul(q, 2), q, false, true);
       scores = tf.mul(tf.sub(cross, keyNorms), 1 / Math.sqrt(dk));
@@ -582,7 +592,7 @@ export function headOutput(
 
 /**
  * ||Df_h(X)||_2 of head `head` of block `blockIndex`, f_h(X) = P_h V_h ([1, n, d_k], before the
- * output projection), at the attention input X = trace.blocks[i].attnInput.
+ * output projection; for L2 attention V_h = X A^h W^{V,h} + b_V[h], {@link headOutput}), at the attention input X = trace.blocks[i].attnInput.
  *
  * Formula source: docs/math.md section 5 "True values".
  *
