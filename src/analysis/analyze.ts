@@ -3,7 +3,7 @@ import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import type { LayerReport } from "../lipschitz/compose.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
-import { checkVariants, HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import { ALL_VARIANTS, checkVariants, defaultVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import {
   blockLipschitz,
   headLipschitz,
@@ -239,7 +239,10 @@ export interface AnalyzeOptions {
   seed?: number;
   /** MLP value composed into block bounds ("local", exact, by default). */
   mlp?: NetworkBoundsOptions["mlp"];
-  /** The head variants to compute (default all; leaving out `cov` skips its costly exact query path). */
+  /**
+   * The head variants to compute (default HEAD_VARIANTS, and `kim` too for an L2-attention model;
+   * leaving out `cov` skips its costly exact query path; `kim` on a dot-product model throws).
+   */
   variants?: NetworkBoundsOptions["variants"];
   /** Padding mask [batch, n] for text models (1 = real token). */
   mask?: tf.Tensor | null;
@@ -257,8 +260,8 @@ export interface AnalyzeOptions {
 const emptyRecord = (variants: readonly HeadVariant[]): Record<HeadVariant, number[]> =>
   Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<HeadVariant, number[]>;
 
-/** The variants a record holds, in HEAD_VARIANTS order. */
-const variantsOf = (record: Partial<Record<HeadVariant, unknown>>): HeadVariant[] => HEAD_VARIANTS.filter((v) => v in record);
+/** The variants a record holds, in ALL_VARIANTS order. */
+const variantsOf = (record: Partial<Record<HeadVariant, unknown>>): HeadVariant[] => ALL_VARIANTS.filter((v) => v in record);
 
 function emptyBounds(variants: readonly HeadVariant[]): BoundsAgainstTruth {
   return { bounds: emptyRecord(variants), true: [], ratios: emptyRecord(variants) };
@@ -361,7 +364,7 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
   const iteration = { maxIterations: options.maxIterations ?? 1000, tolerance: options.tolerance ?? 1e-6, seed: options.seed ?? 0 };
   const batchSize = options.batchSize ?? 16;
   const offset = options.inputOffset ?? 0;
-  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "analyze");
+  const variants = checkVariants(options.variants ?? defaultVariants(model.config.attention === "l2"), "analyze");
   const blocks: BlockAnalysis[] = [];
   const network = emptyBounds(variants);
   const floors: number[] = [];
@@ -523,7 +526,7 @@ export function finishAnalysis(parts: readonly AnalysisPart[], options: AnalyzeO
     attentionMaps: parts[0].attentionMaps,
     notes: [...new Set(parts.flatMap((p) => p.notes))],
     inputs: parts.reduce((a, p) => a + p.inputs, 0),
-    variants: checkVariants(options.variants ?? HEAD_VARIANTS, "analyze"),
+    variants: checkVariants(options.variants ?? variantsOf(parts[0].network.bounds), "analyze"),
     inputSpace: parts[0].inputSpace,
     blocks,
     network,

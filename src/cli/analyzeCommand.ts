@@ -3,7 +3,7 @@ import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
 import { resolveWorkers } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
-import { checkVariants, HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import { ALL_VARIANTS, checkVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface AnalyzeFlags {
@@ -117,7 +117,7 @@ export function analyzeCommand(): Command {
     )
     .option(
       "--variants <list>",
-      `bound variants to compute, separated by commas, from ${HEAD_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences [all]`,
+      `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences; kim (Kim et al.'s global bound) is for L2-attention models only [all that apply: kim only with L2 attention]`,
     )
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")

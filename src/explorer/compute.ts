@@ -1,6 +1,6 @@
 import { tf } from "../backend.ts";
 import { analyze } from "../analysis/analyze.ts";
-import { HEAD_VARIANTS, type HeadVariant } from "../lipschitz/rules/index.ts";
+import { ALL_VARIANTS, type HeadVariant } from "../lipschitz/rules/index.ts";
 import { createModel } from "../nn/create.ts";
 import { parseModelConfig, type VitConfig } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -152,7 +152,7 @@ export function inspect(model: TransformerClassifier, pixels: ArrayLike<number>)
     });
     const pick = (bounds: Record<HeadVariant, number[]>) =>
       Object.fromEntries(
-        HEAD_VARIANTS.filter((v) => v in bounds).map((v) => [v, bounds[v][0]]),
+        ALL_VARIANTS.filter((v) => v in bounds).map((v) => [v, bounds[v][0]]),
       ) as Partial<Record<HeadVariant, number>>;
     const layers: LayerBounds[] = [
       ...a.blocks.map((b, i) => ({ name: `block ${i}`, true: b.true[0], bounds: pick(b.bounds) })),

@@ -1,7 +1,13 @@
 import type { tf } from "../backend.ts";
 import type { NamedArray } from "../nn/params.ts";
 import type { LayerTrace, TracedLayer } from "../nn/trace.ts";
-import { checkVariants, HEAD_VARIANTS, type VariantValues } from "./rules/attentionHead.ts";
+import {
+  ALL_VARIANTS,
+  checkVariants,
+  HEAD_VARIANTS,
+  type HeadVariant,
+  type VariantValues,
+} from "./rules/attentionHead.ts";
 import type { Weights } from "./rules/weightNorms.ts";
 import { layerKind } from "./layers/registry.ts";
 import type { ExampleArray, LayerKindSpec, LayerView, RuleOptions } from "./layers/types.ts";
@@ -99,6 +105,27 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
 }
 
 /**
+ * The variants computed over a trace when none are asked for: HEAD_VARIANTS and every variant a
+ * kind in the trace adds (its spec's `extraVariants`; L2 attention: `kim`), in ALL_VARIANTS order.
+ *
+ * @throws Error naming an unknown kind.
+ * @example traceDefaultVariants(l2ModelTrace.layers).includes("kim") // true
+ */
+export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVariant[] {
+  const extra = new Set<string>();
+  const walk = (ls: readonly TracedLayer[]) => {
+    for (const l of ls) {
+      for (const v of layerKind(l.kind).extraVariants ?? []) extra.add(v);
+      walk(l.children ?? []);
+    }
+  };
+  walk(layers);
+  return ALL_VARIANTS.filter(
+    (v) => (HEAD_VARIANTS as readonly string[]).includes(v) || extra.has(v),
+  );
+}
+
+/**
  * The bounds of every traced layer at each example, and their composition (the network bound
  * per variant, docs/math.md sections 2-3).
  *
@@ -108,7 +135,8 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
  *   attention p [b, H, n, n]), mask [b, n] or null, allowed broadcastable to [b, 1, n, n] or null.
  *   Tensors are read, not disposed.
  * @param options.mlp "local" (default) or "relaxed" (see networkBounds).
- * @param options.variants the head variants to compute (default all, see checkVariants).
+ * @param options.variants the head variants to compute (default {@link traceDefaultVariants}:
+ *   HEAD_VARIANTS, and `kim` when the trace holds L2 attention; see checkVariants).
  * @returns one {@link ComposedExample} per example.
  * @throws Error naming an unknown kind, a missing role or a missing weight; RangeError when the
  *   trace holds no tensor, batch sizes disagree, or a rule rejects its layer.
@@ -124,7 +152,10 @@ export function composeBounds(
   const mlp = options.mlp ?? "local";
   if (mlp !== "local" && mlp !== "relaxed")
     throw new RangeError(`options.mlp must be "local" or "relaxed", got "${String(mlp)}"`);
-  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "composeBounds");
+  const variants = checkVariants(
+    options.variants ?? traceDefaultVariants(trace.layers),
+    "composeBounds",
+  );
   const ruleOptions: RuleOptions = { mlp, variants };
   const resolved = trace.layers.map((l) => resolve(l, weights));
   const tensors = tensorsOf(trace.layers);

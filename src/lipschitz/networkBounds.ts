@@ -1,14 +1,9 @@
 import type { ModelConfig } from "../nn/config.ts";
 import { TRACE_NAMES, type ForwardTrace, type LayerTrace } from "../nn/trace.ts";
-import {
-  checkVariants,
-  HEAD_VARIANTS,
-  type HeadVariant,
-  type VariantValues,
-} from "./rules/attentionHead.ts";
+import { checkVariants, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
 import type { MlpBound } from "./rules/mlp.ts";
 import type { Weights } from "./rules/weightNorms.ts";
-import { composeBounds, type LayerReport } from "./compose.ts";
+import { composeBounds, traceDefaultVariants, type LayerReport } from "./compose.ts";
 import type { AttentionDetail, HeadReport } from "./layers/attention.ts";
 
 export { attentionStats, type AttentionStats, type HeadReport } from "./layers/attention.ts";
@@ -73,7 +68,9 @@ export interface NetworkBoundsOptions {
    */
   mlp?: "local" | "relaxed";
   /**
-   * The head variants to compute (default all, HEAD_VARIANTS). Leaving out `cov` skips its
+   * The head variants to compute (default HEAD_VARIANTS, and `kim` for a model with L2
+   * attention: traceDefaultVariants). Asking for `kim` on dot-product attention throws (it is not
+   * globally Lipschitz, Kim et al. 2021 Theorem 3.1). Leaving out `cov` skips its
    * exact query path, the dominant cost on long sequences (O(n^2 d_k^2) per head).
    */
   variants?: readonly HeadVariant[];
@@ -134,7 +131,10 @@ export function networkBounds(
     if (dTrace !== config.dModel)
       throw new RangeError(`networkBounds: trace width ${dTrace}, config dModel ${config.dModel}`);
   }
-  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "networkBounds");
+  const variants = checkVariants(
+    options.variants ?? traceDefaultVariants(trace.layers),
+    "networkBounds",
+  );
   const examples = composeBounds(weights, trace, { mlp: mlpChoice, variants }).map((ex) => ({
     layers: ex.layers,
     ...classifierView(ex.layers),

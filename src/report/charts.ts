@@ -119,7 +119,7 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
 export function variantFamily(variant: string): "distribution-aware" | "prior art" | "paper" | "truth" {
   if (variant === "true" || variant === "composition floor") return "truth";
   if (variant === "paper") return "paper";
-  if (variant === "t3-one" || variant === "t3-half" || variant === "castin") return "prior art";
+  if (variant === "t3-one" || variant === "t3-half" || variant === "castin" || variant === "kim") return "prior art";
   return "distribution-aware";
 }
 

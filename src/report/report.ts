@@ -81,6 +81,7 @@ const VARIANT_NOTES: Record<string, string> = {
   fused:
     "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
   castin: "prior art: a ball bound (Castin et al.)",
+  kim: "L2 attention only: Kim et al.'s global bound of the attention layer (Theorem 3.2), composed with the other layers' local rules",
   "composition floor":
     "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",
   true: "the true local Lipschitz constant (exact for the network; for blocks a Lanczos estimate from below, * where some did not converge)",

@@ -2,23 +2,43 @@ import type { tf } from "../../backend.ts";
 import { l2MultiHeadAttention } from "../../nn/l2Attention.ts";
 import type { NamedArray } from "../../nn/params.ts";
 import { headRowStats } from "../rules/attentionHead.ts";
+import { attentionLayerBound } from "../rules/attentionLayer.ts";
+import { kimHeadBound } from "../rules/kim.ts";
+import { spectralNorm } from "../linalg.ts";
 import { attentionStats, type AttentionDetail } from "./attention.ts";
 import { extra, input, perVariant, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
- * Why an L2-attention layer has no bound: the `note` of its rule's detail, which analyses print
- * beside their tables (one sentence, no final period).
+ * Why an L2-attention layer has no value for the local variants: the `note` of its rule's detail,
+ * which analyses print beside their tables (one sentence, no final period).
  */
 export const L2_NO_BOUND =
-  'L2 attention has no bound in attnlip yet: the bound variants are derived for dot-product scores and do not hold for L2 scores, and with an untied W_V and d_k < d the layer has no global Lipschitz bound either (docs/math.md section 2, "L2 self-attention"); its layers, the blocks holding them and the network get the vacuous bound Infinity';
+  'L2 attention: the local variants are derived for dot-product scores and do not hold for L2 scores, so they give the vacuous bound Infinity for its layers, the blocks holding them and the network; variant kim is Kim et al.\'s global bound of the layer (docs/math.md section 2, "L2 self-attention")';
+
+/** The note of an L2-attention layer with masked keys, for which `kim` is Infinity too. */
+export const KIM_MASKED =
+  'L2 attention with masked keys (padding or causal): variant kim is Infinity too, since Kim et al.\'s Theorem 3.2 is for unmasked attention, and a padded query row that is not among its own keys makes the layer not globally Lipschitz (docs/math.md section 2, "L2 self-attention")';
+
+/** Weight norms of an L2-attention layer (input-independent, cached by the driver). */
+export interface L2Prepared {
+  /** d_k = d / H. */
+  dk: number;
+  /** ||W^{Q,h}||_2 and ||W^{V,h}||_2 [d, d_k] per head. */
+  wq: number[];
+  wv: number[];
+  /** ||W_O||_2. */
+  wo: number;
+}
 
 /**
- * Float64 L2 self-attention of one sequence x [n, d] (src/nn/l2Attention.ts): per head
- * q_i = k_i = x_i W_Q[:, h] + b_Q[h], P = rowsoftmax(-||q_i - k_j||^2 / sqrt(d_k)) over allowed
- * keys (masked entries 0; a row with no allowed key gives P = 0), out = [P_h V_h]_h W_O + b_O.
+ * Float64 L2 self-attention of one sequence x [n, d] (src/nn/l2Attention.ts, Kim et al.'s
+ * L2-MHA): per head q_i = x_i W^{Q,h}, P = rowsoftmax(-||q_i - q_j||^2 / sqrt(d_k)) over allowed
+ * keys (masked entries 0; a row with no allowed key gives P = 0), values
+ * v_j = q_j W^{Q,h}^T W^{V,h} / sqrt(d_k) + b_V[h] (= x_j A^h W^{V,h} + b_V[h]),
+ * out = [P_h V_h]_h W_O + b_O.
  *
- * @param params wq, wv, wo [d, d], bo [d], optional bq, bv [d].
+ * @param params wq, wv, wo [d, d], bo [d], optional bv [d].
  * @param allowed optional [n * n] (row = query), nonzero = may attend.
  * @returns out [n, d] and p [heads, n, n], float64.
  * @throws RangeError when d is not divisible by heads or x is not n * d long.
@@ -37,23 +57,32 @@ export function l2Attention64(
       `l2Attention64: x has ${x.length} entries, expected ${n} x ${d} (heads ${heads})`,
     );
   const dk = d / heads;
-  const affine = (
-    w: NamedArray,
-    b: NamedArray | undefined,
-    rows: ArrayLike<number>,
-    cols: number,
-  ) => {
-    const y = new Float64Array(n * cols);
-    for (let r = 0; r < n; r++)
-      for (let o = 0; o < cols; o++) {
-        let s = b ? b.data[o] : 0;
-        for (let i = 0; i < w.shape[0]; i++) s += rows[r * w.shape[0] + i] * w.data[i * cols + o];
-        y[r * cols + o] = s;
+  const wq = params.wq.data;
+  const wv = params.wv.data;
+  const Q = new Float64Array(n * d);
+  for (let r = 0; r < n; r++)
+    for (let o = 0; o < d; o++) {
+      let s = 0;
+      for (let i = 0; i < d; i++) s += x[r * d + i] * wq[i * d + o];
+      Q[r * d + o] = s;
+    }
+  // V_h = Q_h M_h + b_V[h], M_h = W^{Q,h}^T W^{V,h} / sqrt(d_k) [d_k, d_k].
+  const V = new Float64Array(n * d);
+  for (let h = 0; h < heads; h++) {
+    const M = new Float64Array(dk * dk);
+    for (let a = 0; a < dk; a++)
+      for (let c = 0; c < dk; c++) {
+        let s = 0;
+        for (let i = 0; i < d; i++) s += wq[i * d + h * dk + a] * wv[i * d + h * dk + c];
+        M[a * dk + c] = s / Math.sqrt(dk);
       }
-    return y;
-  };
-  const Q = affine(params.wq, params.bq, x, d);
-  const V = affine(params.wv, params.bv, x, d);
+    for (let r = 0; r < n; r++)
+      for (let c = 0; c < dk; c++) {
+        let s = params.bv ? params.bv.data[h * dk + c] : 0;
+        for (let a = 0; a < dk; a++) s += Q[r * d + h * dk + a] * M[a * dk + c];
+        V[r * d + h * dk + c] = s;
+      }
+  }
   const p = new Float64Array(heads * n * n);
   const context = new Float64Array(n * d);
   for (let h = 0; h < heads; h++)
@@ -76,26 +105,47 @@ export function l2Attention64(
         for (let c = 0; c < dk; c++) context[i * d + h * dk + c] += pij * V[j * d + h * dk + c];
       }
     }
-  return { out: affine(params.wo, params.bo, context, params.wo.shape[1]), p };
+  const out = new Float64Array(n * d);
+  const wo = params.wo.data;
+  for (let r = 0; r < n; r++)
+    for (let o = 0; o < d; o++) {
+      let s = params.bo.data[o];
+      for (let i = 0; i < d; i++) s += context[r * d + i] * wo[i * d + o];
+      out[r * d + o] = s;
+    }
+  return { out, p };
+}
+
+/** Column block h of a [d, d] weight: [d, d_k] row-major, float64. */
+function columns(m: NamedArray, h: number, dk: number): Float64Array {
+  const d = m.shape[0];
+  const out = new Float64Array(d * dk);
+  for (let i = 0; i < d; i++)
+    for (let c = 0; c < dk; c++) out[i * dk + c] = m.data[i * d + h * dk + c];
+  return out;
 }
 
 /**
- * Multi-head L2 self-attention (src/nn/l2Attention.ts; Kim et al. 2021). Roles wq (= W_K,
- * tied), wv, wo [d, d], bo [d], optional bq (= b_K), bv [d]; setting `heads`; extras q, k (the
- * same values as q), v [b, H, n, d_k] and p [b, H, n, n].
- * Rule: no bound ({@link L2_NO_BOUND}): the vacuous bound Infinity for every variant, so the
- * blocks and the network holding the layer are Infinity too and nothing derived for dot-product
- * scores is shown as if it held; `detail` holds each head (values Infinity) with its attention
- * statistics over the real rows, as the dot-product kind's, and `note` (L2_NO_BOUND).
+ * Multi-head L2 self-attention (src/nn/l2Attention.ts; Kim et al. 2021's L2-MHA). Roles wq (=
+ * W_K, tied, also in the value map), wv, wo [d, d], bo [d], optional bv [d]; setting `heads`;
+ * extras q, k (the same values as q), v (the values X A^h W^{V,h} + b_V[h]) [b, H, n, d_k] and
+ * p [b, H, n, n].
+ * Rule: `kim`, Kim et al.'s Theorem 3.2 (rules/kim.ts), per head kimHeadBound(N, d_k,
+ * ||W^{Q,h}||, ||W^{V,h}||) and for the layer ||W_O|| (sum_h kim_h^2)^(1/2): a bound on the
+ * layer's Lipschitz constant over ALL inputs, hence on ||Df(X)|| at this one; Infinity with the
+ * note {@link KIM_MASKED} when keys are masked. Every local variant gives the vacuous bound
+ * Infinity ({@link L2_NO_BOUND}). `detail` holds each head's values with its attention
+ * statistics over the real rows, as the dot-product kind's, and `note`.
  */
-export const l2AttentionKind: LayerKindSpec = {
+export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
   kind: "l2Attention",
-  params: { required: ["wq", "wv", "wo", "bo"], optional: ["bq", "bv"] },
+  params: { required: ["wq", "wv", "wo", "bo"], optional: ["bv"] },
+  extraVariants: ["kim"],
   forward(x, ctx) {
     const p = ctx.params;
     const r = l2MultiHeadAttention(
       x,
-      { wq: p.wq, wv: p.wv, wo: p.wo, bo: p.bo, bq: p.bq, bv: p.bv },
+      { wq: p.wq, wv: p.wv, wo: p.wo, bo: p.bo, bv: p.bv },
       setting(ctx.settings, "heads", "l2Attention") as number,
       ctx.allowed,
     );
@@ -104,21 +154,51 @@ export const l2AttentionKind: LayerKindSpec = {
   },
   reference64: (x, shape, params, settings) =>
     l2Attention64(x, shape[0], setting(settings, "heads", "l2Attention") as number, params).out,
+  prepare(params, settings, name) {
+    const heads = setting(settings, "heads", name) as number;
+    const d = params.wq.shape[0];
+    if (params.wq.shape.length !== 2 || params.wq.shape[1] !== d || d % heads !== 0)
+      throw new RangeError(
+        `${name}.wq: expected [d, d] with d divisible by ${heads}, got [${params.wq.shape.join(", ")}]`,
+      );
+    const dk = d / heads;
+    const norm = (m: NamedArray, h: number) => spectralNorm(columns(m, h, dk), d, dk);
+    return {
+      dk,
+      wq: Array.from({ length: heads }, (_, h) => norm(params.wq, h)),
+      wv: Array.from({ length: heads }, (_, h) => norm(params.wv, h)),
+      wo: spectralNorm(params.wo.data, d, d),
+    };
+  },
   rule(layer) {
     const [n] = input(layer).shape;
     const p = extra(layer, "p");
-    const heads = p.shape[0];
-    const none = perVariant(() => Infinity, layer.options.variants);
+    const { dk, wq, wv, wo } = layer.prepared;
+    const heads = wq.length;
+    const masked = layer.mask.allowed?.some((a) => !a) ?? false;
+    const variants = layer.options.variants;
+    const headValues = wq.map((nq, h) =>
+      perVariant(
+        (v) => (v === "kim" && !masked ? kimHeadBound(n, dk, nq, wv[h]) : Infinity),
+        variants,
+      ),
+    );
     const detail: AttentionDetail & { note: string } = {
-      note: L2_NO_BOUND,
+      note: masked ? KIM_MASKED : L2_NO_BOUND,
       heads: Array.from({ length: heads }, (_, h) => ({
-        values: { ...none },
+        values: headValues[h],
         stats: attentionStats(
           headRowStats(p.data.subarray(h * n * n, (h + 1) * n * n), n, layer.mask.allowed),
           layer.mask.real,
         ),
       })),
     };
-    return { value: none, detail };
+    // Infinity stays Infinity (also when ||W_O|| = 0, where the product would be NaN).
+    const composed = attentionLayerBound(headValues, wo);
+    const value = perVariant(
+      (v) => (headValues.some((hv) => hv[v] === Infinity) ? Infinity : composed[v]),
+      variants,
+    );
+    return { value, detail };
   },
 };

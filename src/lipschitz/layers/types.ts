@@ -126,6 +126,11 @@ export interface LayerKindSpec<P = unknown> {
   params: { required: readonly string[]; optional?: readonly string[] };
   /** Whether entries of this kind hold sub-layers (residual branches, blocks). */
   composite?: boolean;
+  /**
+   * Variants beyond HEAD_VARIANTS that this kind computes, added to the default variant list
+   * when a trace holds the kind (L2 attention: `kim`, its global bound).
+   */
+  extraVariants?: readonly HeadVariant[];
   /** The tfjs forward, input [b, ...] -> output [b, ...]. */
   forward?: (x: tf.Tensor, ctx: ForwardContext) => ForwardOutput;
   /** Float64 reference of one example (input shape without batch) -> output, row-major. */

@@ -1,4 +1,4 @@
-import { HEAD_VARIANTS, type VariantValues } from "../rules/attentionHead.ts";
+import { HEAD_VARIANTS, type HeadVariant, type VariantValues } from "../rules/attentionHead.ts";
 import { chainRowJacobian, rowwiseValue } from "../rules/rowwise.ts";
 import type { ExampleArray, LayerSettings, LayerView } from "./types.ts";
 
@@ -52,8 +52,8 @@ export function setting(
  * @example perVariant(() => 1)["t3-exact"] // 1
  */
 export function perVariant(
-  fn: (name: (typeof HEAD_VARIANTS)[number]) => number,
-  variants: readonly (typeof HEAD_VARIANTS)[number][] = HEAD_VARIANTS,
+  fn: (name: HeadVariant) => number,
+  variants: readonly HeadVariant[] = HEAD_VARIANTS,
 ): VariantValues {
   const out = {} as VariantValues;
   for (const name of variants) out[name] = fn(name);

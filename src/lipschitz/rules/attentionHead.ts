@@ -19,7 +19,10 @@ import {
  * f(X) measured in the Frobenius norm.
  */
 
-/** Every head variant, in the order of docs/math.md section 2. */
+/**
+ * The local head variants of dot-product attention, in the order of docs/math.md section 2: the
+ * default list for a model without L2 attention.
+ */
 export const HEAD_VARIANTS = [
   "paper",
   "t3-one",
@@ -33,30 +36,55 @@ export const HEAD_VARIANTS = [
   "castin",
 ] as const;
 
-/** One of {@link HEAD_VARIANTS}. */
-export type HeadVariant = (typeof HEAD_VARIANTS)[number];
+/**
+ * Every variant name: {@link HEAD_VARIANTS} and `kim`, Kim et al.'s global bound of L2 attention
+ * (ICML 2021, Theorem 3.2; docs/math.md section 2, "L2 self-attention"). `kim` exists for L2
+ * attention only: dot-product attention is not globally Lipschitz (their Theorem 3.1), so its
+ * rule refuses `kim`.
+ */
+export const ALL_VARIANTS = [...HEAD_VARIANTS, "kim"] as const;
+
+/** One of {@link ALL_VARIANTS}. */
+export type HeadVariant = (typeof ALL_VARIANTS)[number];
 
 /**
- * Checks a list of head variants: known names (HEAD_VARIANTS), at least one, no repeats.
+ * The variants computed when none are asked for: {@link HEAD_VARIANTS}, and `kim` too when the
+ * model has L2 attention.
  *
- * @returns the list in HEAD_VARIANTS order.
+ * @example defaultVariants(true).at(-1) // "kim"
+ */
+export function defaultVariants(l2: boolean): readonly HeadVariant[] {
+  return l2 ? ALL_VARIANTS : HEAD_VARIANTS;
+}
+
+/**
+ * Checks a list of head variants: known names (ALL_VARIANTS), at least one, no repeats.
+ *
+ * @returns the list in ALL_VARIANTS order.
  * @throws RangeError `WHO: variants: ...` naming the unknown or repeated name and the known ones.
  * @example checkVariants(["t3-exact", "paper"], "me") // ["paper", "t3-exact"]
  */
 export function checkVariants(variants: readonly string[], who: string): HeadVariant[] {
   if (!Array.isArray(variants) || variants.length === 0)
-    throw new RangeError(`${who}: variants: expected at least one of ${HEAD_VARIANTS.join(", ")}`);
+    throw new RangeError(`${who}: variants: expected at least one of ${ALL_VARIANTS.join(", ")}`);
   const seen = new Set<string>();
   for (const v of variants) {
-    if (!(HEAD_VARIANTS as readonly string[]).includes(v))
+    if (!(ALL_VARIANTS as readonly string[]).includes(v))
       throw new RangeError(
-        `${who}: variants: unknown variant "${v}" (known: ${HEAD_VARIANTS.join(", ")})`,
+        `${who}: variants: unknown variant "${v}" (known: ${ALL_VARIANTS.join(", ")})`,
       );
     if (seen.has(v)) throw new RangeError(`${who}: variants: "${v}" is listed twice`);
     seen.add(v);
   }
-  return HEAD_VARIANTS.filter((v) => seen.has(v));
+  return ALL_VARIANTS.filter((v) => seen.has(v));
 }
+
+/**
+ * Why dot-product attention has no `kim` value: the message of the RangeError its rules throw
+ * when `kim` is asked for (prefixed by the layer's name).
+ */
+export const KIM_DOT_REFUSED =
+  'variant "kim" (Kim et al. 2021, Theorem 3.2) bounds L2 attention only: dot-product attention is not globally Lipschitz (Kim et al. Theorem 3.1), so it has no global bound; ask for the local variants';
 
 /** A value per head variant. */
 export type VariantValues = Record<HeadVariant, number>;
@@ -348,6 +376,7 @@ export function attentionHeadBounds(
   options: { variants?: readonly HeadVariant[]; pre?: PreRowwise } = {},
 ): HeadBounds {
   const wanted = options.variants ?? HEAD_VARIANTS;
+  if (wanted.includes("kim")) throw new RangeError(`attention head: ${KIM_DOT_REFUSED}`);
   const { n } = act;
   const { d, dk } = norms;
   const { q: q0, k: k0, v: v0, p: p0, allowed: allowed0 } = act;
@@ -519,7 +548,7 @@ export function attentionHeadBounds(
   const xNorm = aug ? xn.xAug : xn.x;
   const aNorm = aug ? norms.aAug : norms.a;
   const r = aug ? xn.rAug : xn.r;
-  const all: VariantValues = {
+  const all: Record<(typeof HEAD_VARIANTS)[number], number> = {
     paper: norms.wv * (normP + 2 * xNorm * xNorm * aNorm * sMax.top2),
     "t3-one": t3(anyLive ? 1 : 0),
     "t3-half": t3(anyLive ? 0.5 : 0),
@@ -536,7 +565,7 @@ export function attentionHeadBounds(
     castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
   };
   const values = {} as VariantValues;
-  for (const name of wanted) values[name] = all[name];
+  for (const name of wanted) values[name] = all[name as keyof typeof all];
   return {
     values,
     parts: {

@@ -1,5 +1,9 @@
 export {
   HEAD_VARIANTS,
+  ALL_VARIANTS,
+  defaultVariants,
+  checkVariants,
+  KIM_DOT_REFUSED,
   attentionHeadBounds,
   headWeightNorms,
   headRowStats,
@@ -15,6 +19,8 @@ export {
   type InputNorms,
 } from "./attentionHead.ts";
 export { attentionLayerBound } from "./attentionLayer.ts";
+export { kimHeadBound, kimPhiInverse } from "./kim.ts";
+export { lambertW0 } from "./lambertW.ts";
 export { layerNormBound, type LayerNormBound } from "./layerNorm.ts";
 export { mlpBound, type MlpBound } from "./mlp.ts";
 export { residualBound, blockBound, type BlockParts } from "./block.ts";
