@@ -17,7 +17,7 @@ await useBackend("wasm");
 const dir = mkdtempSync(join(tmpdir(), "attnlip-l2-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-test("attnlip train --model vit-micro-l2 saves a checkpoint that loads; analyze prints true values and no bound", async () => {
+test("attnlip train --model vit-micro-l2 saves a checkpoint that loads; analyze prints true values, kim, and none for the local variants", async () => {
   const ck = join(dir, "ck");
   const trained = await runAttnlipHere([
     "train",
@@ -41,7 +41,7 @@ test("attnlip train --model vit-micro-l2 saves a checkpoint that loads; analyze 
   const names = [...loaded.model.getWeights().keys()];
   assert.ok(
     names.includes("blocks.0.attn.wq") &&
-      !names.some((k) => k.endsWith(".wk") || k.endsWith(".bk")),
+      !names.some((k) => k.endsWith(".wk") || k.endsWith(".bk") || k.endsWith(".bq")),
   );
   // Training moved the tied weight (its gradient reaches it) away from its initial values.
   const init = createModel(loaded.model.config, loaded.trainState.seed);
@@ -67,7 +67,7 @@ test("attnlip train --model vit-micro-l2 saves a checkpoint that loads; analyze 
     "--iterations",
     "300",
     "--variants",
-    "paper,t3-exact",
+    "paper,t3-exact,kim",
     "--out",
     out,
   ]);
@@ -77,12 +77,15 @@ test("attnlip train --model vit-micro-l2 saves a checkpoint that loads; analyze 
     /│ paper\s+│ none\s+│ \d/,
     "block and network rows: no bound, a true value",
   );
+  assert.match(r.stdout, /│ kim\s+│ [\d.e+]+\s+│ [\d.e+]+\s+│ [\d.e+]+/, "kim rows: a bound");
   assert.ok(r.stdout.includes(`Bound "none": ${L2_NO_BOUND}.`));
   const doc = JSON.parse(readFileSync(join(out, "analysis.json"), "utf8"));
   assert.deepEqual(doc.notes, [L2_NO_BOUND]);
   for (const layer of [doc.layers["block.0"], doc.layers.network]) {
     assert.ok(layer.true[0] > 0 && Number.isFinite(layer.true[0]), "a true value");
     assert.deepEqual(layer.paper, [null], "no bound (Infinity, written as null)");
+    // Kim et al.'s bound of the attention, composed with the local rules: above the true value.
+    assert.ok(layer.kim[0] >= layer.true[0], `kim ${layer.kim[0]} vs true ${layer.true[0]}`);
   }
   assert.ok(doc.layers["block.0"].heads[0].true[0] > 0, "head true value");
 });
