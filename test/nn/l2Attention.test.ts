@@ -300,8 +300,8 @@ test("true values of an L2 model: block and head Lanczos estimates equal dense J
     const ours = headOutput(seq, p.attn, heads, h, allowed);
     const r = l2MultiHeadAttention(seq, p.attn as L2AttentionParams, heads, allowed);
     const pv = tf.matMul(
-      tf.slice(r.p, [0, h, 0, 0], [1, 1, 6, 6]).reshape([1, 6, 6]),
-      tf.slice(r.v, [0, h, 0, 0], [1, 1, 6, d / heads]).reshape([1, 6, d / heads]),
+      tf.reshape(tf.slice(r.p, [0, h, 0, 0], [1, 1, 6, 6]), [1, 6, 6]),
+      tf.reshape(tf.slice(r.v, [0, h, 0, 0], [1, 1, 6, d / heads]), [1, 6, d / heads]),
     );
     assert.ok(relError(ours.dataSync(), pv.dataSync()) < 1e-5, `headOutput, head ${h}`);
     tf.dispose([ours, r.out, r.q, r.v, r.p, pv]);
