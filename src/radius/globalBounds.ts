@@ -1,12 +1,14 @@
 import type { NamedArray } from "../nn/params.ts";
+import { layerKind } from "../lipschitz/layers/index.ts";
 import type { LayerSettings } from "../lipschitz/layers/types.ts";
 
 /**
- * Bounds that hold at every input (global Lipschitz constants), per attention layer kind: the
- * radius report draws each as a horizontal line. Dot-product attention has none (it is not
- * globally Lipschitz, Kim, Papamakarios and Mnih, ICML 2021), so no kind registers one yet; an
- * L2 self-attention kind, which is globally Lipschitz, registers its bound here from its own
- * file, and the radius code needs no change.
+ * Bounds that hold at every input (global Lipschitz constants) of an attention layer: the radius
+ * report draws each as a horizontal line. They come from the layer's kind (its `globalBounds`,
+ * lipschitz/layers/types.ts): L2 self-attention gives Kim et al.'s `kim`; dot-product attention
+ * gives none, as it is not globally Lipschitz (Kim, Papamakarios and Mnih, ICML 2021, Theorem
+ * 3.1). A new globally Lipschitz kind declares its own in its file, and the radius code needs
+ * no change.
  */
 
 /** One global bound of a layer: a name (a variant or a formula's name) and its value. */
@@ -15,53 +17,25 @@ export interface GlobalBound {
   value: number;
 }
 
-/** A kind's global bounds from its weights (by role) and settings. */
-export type GlobalBoundFn = (
-  params: Readonly<Record<string, NamedArray>>,
-  settings: LayerSettings,
-) => GlobalBound[];
-
-const HOOKS = new Map<string, GlobalBoundFn>();
-
 /**
- * Registers the global bounds of an attention layer kind.
+ * The global bounds of a layer of `kind` on inputs of `n` tokens without masked keys ([] when its
+ * kind declares none).
  *
- * @throws Error when the kind already has one (and replace is not set).
- * @example registerGlobalBound("l2Attention", (p, s) => [{ name: "kim", value: 3.2 }]);
- */
-export function registerGlobalBound(
-  kind: string,
-  fn: GlobalBoundFn,
-  options: { replace?: boolean } = {},
-): void {
-  if (HOOKS.has(kind) && !options.replace)
-    throw new Error(`registerGlobalBound: kind "${kind}" already has global bounds`);
-  HOOKS.set(kind, fn);
-}
-
-/**
- * Removes a kind's global bounds (for tests).
- *
- * @returns whether there were some.
- */
-export function unregisterGlobalBound(kind: string): boolean {
-  return HOOKS.delete(kind);
-}
-
-/**
- * The global bounds of a layer of `kind` ([] when its kind registered none).
- *
- * @throws RangeError when a bound is not finite and >= 0.
- * @example globalBounds("attention", params, { heads: 2 }) // []
+ * @param params the layer's weights by role; settings its settings (heads).
+ * @throws RangeError when a bound is not finite and >= 0; Error from the kind's prepare on
+ *   misshapen weights.
+ * @example globalBounds("attention", params, { heads: 2 }, 17) // []
  */
 export function globalBounds(
   kind: string,
   params: Readonly<Record<string, NamedArray>>,
   settings: LayerSettings,
+  n: number,
 ): GlobalBound[] {
-  const fn = HOOKS.get(kind);
-  if (fn === undefined) return [];
-  const out = fn(params, settings);
+  const spec = layerKind(kind);
+  if (spec.globalBounds === undefined) return [];
+  const prepared = spec.prepare === undefined ? undefined : spec.prepare(params, settings, kind);
+  const out = spec.globalBounds(prepared, n);
   for (const b of out)
     if (!(b.value >= 0) || !Number.isFinite(b.value))
       throw new RangeError(`global bound "${b.name}" of kind "${kind}" is ${b.value}`);

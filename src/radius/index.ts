@@ -14,13 +14,7 @@ export {
   type TruthOptions,
 } from "./sublayer.ts";
 export { constructedInputs, type ConstructedInput } from "./construct.ts";
-export {
-  registerGlobalBound,
-  unregisterGlobalBound,
-  globalBounds,
-  type GlobalBound,
-  type GlobalBoundFn,
-} from "./globalBounds.ts";
+export { globalBounds, type GlobalBound } from "./globalBounds.ts";
 export {
   RADIUS_MEASURE,
   defaultRadii,

@@ -7,6 +7,7 @@ import {
   type HeadVariant,
   type VariantValues,
 } from "../lipschitz/rules/attentionHead.ts";
+import { layerKind } from "../lipschitz/layers/index.ts";
 import { constructedInputs } from "./construct.ts";
 import { globalBounds, type GlobalBound } from "./globalBounds.ts";
 import { evenlySpaced, RADIUS_MEASURE, scaleToRadius, selectTokens } from "./grid.ts";
@@ -129,10 +130,14 @@ export function radiusSweep(
   for (const r of [...options.radii, options.lengthRadius])
     if (!(r > 0) || !Number.isFinite(r))
       throw new RangeError(`radii must be finite and > 0, got ${r}`);
-  const variants = checkVariants(options.variants ?? HEAD_VARIANTS, "radius");
   const { trace } = model.forward(x, { trace: true, mask });
   try {
     const { layer, input } = findAttentionSublayer(trace!, options.block);
+    // Every variant the layer's kind computes: HEAD_VARIANTS, and its own (L2 attention: kim).
+    const variants = checkVariants(
+      options.variants ?? [...HEAD_VARIANTS, ...(layerKind(layer.kind).extraVariants ?? [])],
+      "radius",
+    );
     const [count, n, d] = input.shape as [number, number, number];
     for (const len of options.lengths)
       if (!Number.isInteger(len) || len < 1 || len > n)
@@ -225,7 +230,7 @@ export function radiusSweep(
       tokens,
       d,
       inputs: { heldOut: count, constructed: construct ? heads : 0 },
-      globalBounds: globalBounds(layer.kind, params, layer.settings),
+      globalBounds: globalBounds(layer.kind, params, layer.settings, tokens),
       points,
       notes,
     };

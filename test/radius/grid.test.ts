@@ -1,5 +1,5 @@
-// The radius sweep's small parts: grids, rescaling, token subsets, slopes, the global-bound hook
-// and its horizontal line in the report's chart.
+// The radius sweep's small parts: grids, rescaling, token subsets, slopes, and the global bound
+// a layer kind declares (L2 attention's kim) with its horizontal line in the report's chart.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
@@ -10,13 +10,11 @@ import {
   scaleToRadius,
   selectTokens,
 } from "../../src/radius/grid.ts";
-import {
-  globalBounds,
-  registerGlobalBound,
-  unregisterGlobalBound,
-} from "../../src/radius/globalBounds.ts";
 import { sweepSpec } from "../../src/report/radius.ts";
-import type { RadiusResult } from "../../src/radius/sweep.ts";
+import { radiusSweep } from "../../src/radius/sweep.ts";
+import { tf, useBackend } from "../../src/backend.ts";
+import { createModel } from "../../src/nn/create.ts";
+import type { TransformerClassifier } from "../../src/nn/model.ts";
 
 test("the default radii run from 0.1 to 1000, three per decade", () => {
   const r = defaultRadii();
@@ -53,32 +51,41 @@ test("logLogSlope finds the exponent of a power law and ignores non-positive poi
   assert.ok(Number.isNaN(logLogSlope([1], [1])));
 });
 
-test("a kind's registered global bound is returned and drawn as a horizontal line", () => {
-  assert.deepEqual(globalBounds("toyAttention", {}, {}), []);
-  registerGlobalBound("toyAttention", () => [{ name: "toy", value: 42 }]);
-  try {
-    assert.deepEqual(globalBounds("toyAttention", {}, {}), [{ name: "toy", value: 42 }]);
-    assert.throws(() => registerGlobalBound("toyAttention", () => []), /already has global bounds/);
-    const result = {
-      layer: { kind: "toyAttention", name: "blocks.0.attn", params: {}, settings: {} },
-      variants: ["t3-exact"],
-      lengthRadius: 10,
-      globalBounds: globalBounds("toyAttention", {}, {}),
-      points: [1, 10].map((r) => ({
-        sweep: "radius",
-        set: "held-out",
-        input: 0,
-        radius: r,
-        n: 5,
-        true: { value: r, method: "dense", converged: true, iterations: 0 },
-        bounds: { "t3-exact": 2 * r },
-      })),
-    } as unknown as RadiusResult;
-    const spec = JSON.stringify(sweepSpec(result, "radius"));
-    assert.match(spec, /"type":"rule"/);
-    assert.match(spec, /"value":42/);
-  } finally {
-    unregisterGlobalBound("toyAttention");
+test("L2 attention's global bound kim is recorded once, equals its value at every radius, lies above every true value and is drawn as a horizontal line; dot-product attention has none", async () => {
+  await useBackend("cpu");
+  const sweep = (preset: string) => {
+    const model = createModel(preset, 3) as TransformerClassifier;
+    const x = tf.randomUniform([1, 28, 28, 1], 0, 1, "float32", 4);
+    try {
+      return radiusSweep(model, x, null, {
+        block: 0,
+        radii: [1, 100],
+        lengths: [],
+        lengthRadius: 10,
+        constructed: false,
+      });
+    } finally {
+      x.dispose();
+      model.dispose();
+    }
+  };
+  const l2 = sweep("vit-micro-l2");
+  assert.equal(l2.globalBounds.length, 1);
+  const [kim] = l2.globalBounds;
+  assert.equal(kim.name, "kim");
+  assert.ok(l2.variants.includes("kim"), "kim is among the variants by default");
+  for (const p of l2.points) {
+    assert.ok(
+      Math.abs(p.bounds.kim! - kim.value) <= 1e-12 * kim.value,
+      "the same value at each radius",
+    );
+    assert.ok(p.true.value <= kim.value, `true ${p.true.value} above kim ${kim.value}`);
   }
-  assert.deepEqual(globalBounds("toyAttention", {}, {}), []);
+  const spec = JSON.stringify(sweepSpec(l2, "radius"));
+  assert.match(spec, /"type":"rule"/);
+  assert.ok(spec.includes(`"value":${kim.value}`));
+  const dot = sweep("vit-micro");
+  assert.deepEqual(dot.globalBounds, []);
+  assert.ok(!dot.variants.includes("kim"));
+  assert.doesNotMatch(JSON.stringify(sweepSpec(dot, "radius")), /"type":"rule"/);
 });

@@ -1,7 +1,7 @@
 import type { tf } from "../../backend.ts";
 import { l2MultiHeadAttention } from "../../nn/l2Attention.ts";
 import type { NamedArray } from "../../nn/params.ts";
-import { headRowStats } from "../rules/attentionHead.ts";
+import { headRowStats, type VariantValues } from "../rules/attentionHead.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { kimHeadBound } from "../rules/kim.ts";
 import { spectralNorm } from "../linalg.ts";
@@ -170,6 +170,15 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
       wo: spectralNorm(params.wo.data, d, d),
     };
   },
+  globalBounds: ({ dk, wq, wv, wo }, n) => [
+    {
+      name: "kim",
+      value: attentionLayerBound(
+        wq.map((nq, h) => ({ kim: kimHeadBound(n, dk, nq, wv[h]) }) as VariantValues),
+        wo,
+      ).kim,
+    },
+  ],
   rule(layer) {
     const [n] = input(layer).shape;
     const p = extra(layer, "p");

@@ -157,6 +157,13 @@ export interface LayerKindSpec<P = unknown> {
   /** The local Lipschitz rule (docs/math.md sections 2-3). */
   rule: (layer: LayerView<P>) => LayerBound;
   /**
+   * Optional: bounds that hold at EVERY input of `n` tokens without masked keys (global
+   * Lipschitz constants, e.g. L2 attention's `kim`), from the prepared parameters; `attnlip
+   * radius` draws them as horizontal lines. Kinds that are not globally Lipschitz (dot-product
+   * attention) have none.
+   */
+  globalBounds?: (prepared: P, n: number) => { name: string; value: number }[];
+  /**
    * Optional: a bound on ||D(layer o G)||_2 for a row-wise map G that runs just before this layer
    * (docs/math.md section 3, "A row-wise map fused into the next layer"), for the variants this
    * kind bounds jointly (attention: `fused`); a composite uses it in place of the product of the
