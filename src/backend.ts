@@ -6,20 +6,37 @@ import "@tensorflow/tfjs-backend-wasm";
 // tfjs-core's own gradient modules through lib/tfjsGradients.browser.mjs).
 import "#tfjs-gradients";
 
-/** tfjs backends attnlip supports: wasm (default, XNNPACK + SIMD) and cpu (pure JS fallback). */
+/** tfjs backends attnlip runs on in Node (the CLI's --backend): wasm (default, XNNPACK + SIMD) and cpu (pure JS). */
 export type BackendName = "wasm" | "cpu";
 
 export const BACKENDS: readonly BackendName[] = ["wasm", "cpu"];
 
 /**
- * Selects and initialises a tfjs backend. Safe to call more than once.
- *
- * @throws Error naming the backend when it is unknown or fails to start.
+ * Every tfjs backend {@link useBackend} takes: the Node ones and, in a browser, WebGL and WebGPU,
+ * which attnlip does not load itself: import "@tensorflow/tfjs-backend-webgl" (or -webgpu) first.
  */
-export async function useBackend(name: BackendName = "wasm"): Promise<void> {
-  if (!BACKENDS.includes(name))
-    throw new Error(`backend: expected one of ${BACKENDS.join(", ")}, got "${String(name)}"`);
+export type AnyBackendName = BackendName | "webgl" | "webgpu";
+
+const ALL_BACKENDS: readonly AnyBackendName[] = [...BACKENDS, "webgl", "webgpu"];
+
+/**
+ * Selects and initialises a tfjs backend. Safe to call more than once. Tensors made on another
+ * backend move on first use (tfjs moves their data).
+ *
+ * @param name "wasm" [default] or "cpu" anywhere; "webgl" or "webgpu" in a browser once their
+ *   tfjs package is imported. In a browser, wasm needs its .wasm files served (setWasmPaths of
+ *   @tensorflow/tfjs-backend-wasm).
+ * @throws Error naming the backend when it is unknown, not registered, or fails to start.
+ * @example await useBackend("cpu");
+ */
+export async function useBackend(name: AnyBackendName = "wasm"): Promise<void> {
+  if (!ALL_BACKENDS.includes(name))
+    throw new Error(`backend: expected one of ${ALL_BACKENDS.join(", ")}, got "${String(name)}"`);
   if (currentBackend() === name) return;
+  if (tf.findBackendFactory(name) === null)
+    throw new Error(
+      `backend: "${name}" is not registered; import "@tensorflow/tfjs-backend-${name}" first (it runs in browsers)`,
+    );
   const ok = await tf.setBackend(name);
   if (!ok) throw new Error(`backend: "${name}" failed to initialise`);
   await tf.ready();

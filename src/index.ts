@@ -44,4 +44,4 @@ export {
   type SafetensorsDtype,
   type TensorToWrite,
 } from "./io/safetensors.ts";
-export { tf, useBackend, BACKENDS, type BackendName } from "./backend.ts";
+export { tf, useBackend, BACKENDS, type BackendName, type AnyBackendName } from "./backend.ts";

@@ -1,6 +1,8 @@
 import { createServer, type Server } from "node:http";
+import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { useBackend } from "../backend.ts";
 import { imageEvaluationSplit } from "../data/evaluationInputs.ts";
@@ -73,6 +75,8 @@ export async function explorerFiles(
       ["index.html", explorerHtml(name)],
       ["page.js", scripts["page.js"]],
       ["worker.js", scripts["worker.js"]],
+      ["webgl.js", scripts["webgl.js"]],
+      ...WASM_FILES.map((f): [string, Uint8Array] => [f, readFileSync(wasmFile(f))]),
       ["model/config.json", JSON.stringify(config)],
       ["model/model.safetensors", encodeSafetensors(model.getWeights())],
       ["model/info.json", JSON.stringify({ name, split: info })],
@@ -83,7 +87,17 @@ export async function explorerFiles(
   }
 }
 
+/** tfjs's wasm binaries, served beside the page for its wasm backend (threaded: cross-origin isolated hosts only). */
+const WASM_FILES = [
+  "tfjs-backend-wasm.wasm",
+  "tfjs-backend-wasm-simd.wasm",
+  "tfjs-backend-wasm-threaded-simd.wasm",
+];
+const wasmFile = (name: string) =>
+  join(dirname(createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm")), name);
+
 const TYPES: Record<string, string> = {
+  wasm: "application/wasm",
   html: "text/html; charset=utf-8",
   js: "text/javascript; charset=utf-8",
   json: "application/json",

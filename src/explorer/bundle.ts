@@ -2,8 +2,9 @@ import { existsSync } from "node:fs";
 import { build } from "esbuild";
 
 /**
- * The explorer's two scripts, bundled for the browser by esbuild: page.js (the page) and
- * worker.js (its web worker, with tfjs and the maths). Bundled when `attnlip explore` starts
+ * The explorer's scripts, bundled for the browser by esbuild: page.js (the page), worker.js (its
+ * web worker, with tfjs and the maths) and webgl.js (tfjs's WebGL backend, which the worker loads
+ * when a user picks it). Bundled when `attnlip explore` starts
  * (a second or two; once per process), from the TypeScript sources in a checkout and from the
  * compiled dist/ in the installed package.
  *
@@ -11,20 +12,23 @@ import { build } from "esbuild";
  * @throws Error from esbuild when a module cannot be resolved.
  * @example const { "page.js": page } = await bundleExplorer();
  */
-export function bundleExplorer(): Promise<Record<"page.js" | "worker.js", string>> {
+export function bundleExplorer(): Promise<Record<ExplorerScript, string>> {
   bundled ??= bundle(); // the sources do not change while a process runs
   return bundled;
 }
 
-let bundled: Promise<Record<"page.js" | "worker.js", string>> | undefined;
+/** The explorer's scripts: the page's, its web worker's, and the WebGL backend the worker loads on demand. */
+export type ExplorerScript = "page.js" | "worker.js" | "webgl.js";
 
-async function bundle(): Promise<Record<"page.js" | "worker.js", string>> {
+let bundled: Promise<Record<ExplorerScript, string>> | undefined;
+
+async function bundle(): Promise<Record<ExplorerScript, string>> {
   const source = (name: string) => {
     const ts = new URL(`./${name}.ts`, import.meta.url);
     return existsSync(ts) ? ts : new URL(`./${name}.js`, import.meta.url);
   };
-  const out = {} as Record<"page.js" | "worker.js", string>;
-  for (const name of ["page", "worker"] as const) {
+  const out = {} as Record<ExplorerScript, string>;
+  for (const name of ["page", "worker", "webglBackend"] as const) {
     const result = await build({
       entryPoints: [decodeURIComponent(source(name).pathname)],
       bundle: true,
@@ -37,7 +41,8 @@ async function bundle(): Promise<Record<"page.js" | "worker.js", string>> {
       write: false,
       logLevel: "silent",
     });
-    out[`${name}.js`] = result.outputFiles[0].text;
+    out[name === "webglBackend" ? "webgl.js" : (`${name}.js` as const)] =
+      result.outputFiles[0].text;
   }
   return out;
 }

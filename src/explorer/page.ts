@@ -5,7 +5,7 @@ import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
 import { formatNumber } from "../util/format.ts";
 import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
 import type { Inspection } from "./compute.ts";
-import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
+import type { ExplorerBackend, ExplorerReply, ExplorerRequest } from "./protocol.ts";
 
 // The explorer page (served by `attnlip explore`): an attention-row playground computed on the
 // page (closed forms are microseconds), and a model view and attack panel computed in a web
@@ -231,6 +231,14 @@ async function loadModel(config: unknown, weights: ArrayBuffer, name: string): P
   return true;
 }
 
+/** Moves the worker to another tfjs backend and analyses the current input again there. */
+async function pickBackend(name: ExplorerBackend): Promise<void> {
+  const reply = await ask({ kind: "backend", name });
+  if (reply.kind === "error") return status(`error: backend ${name}: ${reply.message}`);
+  document.body.dataset.backend = name;
+  if (current !== null) await show(current);
+}
+
 async function pickFolder(files: FileList | null): Promise<void> {
   const byName = new Map([...(files ?? [])].map((f) => [f.name, f]));
   const config = byName.get("config.json");
@@ -271,6 +279,10 @@ async function start(): Promise<void> {
   $("eps").addEventListener("input", () => {
     $("eps-value").textContent = Number($<HTMLInputElement>("eps").value).toFixed(3);
   });
+  $<HTMLSelectElement>("backend").addEventListener(
+    "change",
+    (e) => void pickBackend((e.target as HTMLSelectElement).value as ExplorerBackend),
+  );
   $<HTMLInputElement>("folder").addEventListener(
     "change",
     (e) => void pickFolder((e.target as HTMLInputElement).files),

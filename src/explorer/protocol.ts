@@ -9,6 +9,7 @@ import type { AttackPoint, Inspection } from "./compute.ts";
 /** What the page asks the worker. */
 export type ExplorerRequest =
   | { id: number; kind: "load"; config: unknown; weights: ArrayBuffer; name: string }
+  | { id: number; kind: "backend"; name: ExplorerBackend }
   | { id: number; kind: "inspect"; pixels: number[] }
   | {
       id: number;
@@ -19,6 +20,13 @@ export type ExplorerRequest =
       eps: number[];
       steps: number;
     };
+
+/**
+ * The tfjs backends the page offers: cpu (pure JavaScript, float32 exactly as attnlip's Node
+ * runs on cpu), wasm (XNNPACK with SIMD; its .wasm files are served beside the page) and webgl
+ * (the GPU, through webgl.js, loaded when picked).
+ */
+export type ExplorerBackend = "cpu" | "wasm" | "webgl";
 
 /** What the worker sends back. */
 export type ExplorerReply =
@@ -32,6 +40,7 @@ export type ExplorerReply =
       blocks: number;
       heads: number;
     }
+  | { id: number; kind: "backend-ready"; name: ExplorerBackend; seconds: number }
   | { id: number; kind: "inspected"; result: Inspection; seconds: number }
   | { id: number; kind: "attacked"; points: AttackPoint[]; adversarial: number[]; seconds: number }
   | { id: number; kind: "error"; message: string };

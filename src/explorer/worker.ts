@@ -1,12 +1,14 @@
-import { useBackend } from "../backend.ts";
+import { setWasmPaths } from "@tensorflow/tfjs-backend-wasm";
+import { tf, useBackend } from "../backend.ts";
 import type { VitConfig } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { attackCurve, inspect, modelFromBytes } from "./compute.ts";
 import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
 
 // The explorer's web worker: the model and every computation live here, so the page stays
-// responsive while an analysis or an attack runs. tfjs's cpu backend (pure JavaScript: no
-// .wasm file to serve, and exact float32 like attnlip's Node runs).
+// responsive while an analysis or an attack runs. It starts on tfjs's cpu backend (pure
+// JavaScript, nothing more to download, and float32 exactly like attnlip's Node runs on cpu);
+// the page can switch it to wasm (the .wasm files served beside the page) or WebGL (webgl.js).
 
 const post = (reply: ExplorerReply) =>
   (self as unknown as { postMessage(m: ExplorerReply): void }).postMessage(reply);
@@ -32,6 +34,14 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
       blocks: c.blocks,
       heads: c.heads,
     };
+  }
+  if (request.kind === "backend") {
+    post({ id: request.id, kind: "progress", text: `starting tfjs's ${request.name} backend` });
+    if (request.name === "wasm") setWasmPaths(new URL("./", self.location.href).href);
+    if (request.name === "webgl" && tf.findBackendFactory("webgl") === null)
+      (self as unknown as { importScripts(url: string): void }).importScripts("webgl.js");
+    await useBackend(request.name);
+    return { id: request.id, kind: "backend-ready", name: request.name, seconds: seconds() };
   }
   if (model === null) throw new Error("no model loaded yet");
   if (request.kind === "inspect") {

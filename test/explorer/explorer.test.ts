@@ -150,11 +150,14 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
     );
     const r = await runAttnlipHere(["explore", "--out", out, "--digits", "3"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^wrote .*site\/ \(7 files/);
+    assert.match(r.stdout, /^wrote .*site\/ \(11 files/);
     for (const f of [
       "index.html",
       "page.js",
       "worker.js",
+      "webgl.js",
+      "tfjs-backend-wasm.wasm",
+      "tfjs-backend-wasm-simd.wasm",
       "model/config.json",
       "model/model.safetensors",
       "model/info.json",
@@ -277,9 +280,10 @@ async function sameAsNode(
   config: unknown,
   weights: Uint8Array,
   what: string,
+  { backend = "cpu", tolerance = 1e-12 }: { backend?: "cpu" | "wasm"; tolerance?: number } = {},
 ): Promise<number[]> {
   const pixels = JSON.parse((await page.getAttribute("#input", "data-pixels"))!) as number[];
-  await useBackend("cpu");
+  await useBackend(backend);
   const model = modelFromBytes(config, weights);
   const inNode = inspect(model, pixels);
   model.dispose();
@@ -289,7 +293,7 @@ async function sameAsNode(
     inNode.layers.map((l) => l.name),
     what,
   );
-  const near = (a: number, b: number) => Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b));
+  const near = (a: number, b: number) => Math.abs(a - b) <= tolerance * Math.max(1, Math.abs(b));
   table.forEach((r, l) => {
     const node = inNode.layers[l];
     assert.ok(r.truth > 0 && r.bounds.length >= 10, `${what}: ${r.layer}`);
@@ -334,7 +338,8 @@ test(
     const { chromium } = await import("playwright-core");
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu"],
+      // WebGL from SwiftShader (software), for the WebGL backend's check.
+      args: ["--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
     });
     try {
       const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
@@ -435,6 +440,22 @@ test(
         readFileSync(join(hfDir, "model.safetensors")),
         "picked Hugging Face folder",
       );
+
+      // Other tfjs backends: wasm (its .wasm files served beside the page) computes what Node's
+      // wasm backend computes; WebGL (SwiftShader here) float32 on a GPU, to float32 rounding.
+      const hfConfig = JSON.parse(readFileSync(join(hfDir, "config.json"), "utf8"));
+      const hfWeights = readFileSync(join(hfDir, "model.safetensors"));
+      await page.selectOption("#backend", "wasm");
+      await analysed(page, 6);
+      await sameAsNode(page, hfConfig, hfWeights, "wasm backend", {
+        backend: "wasm",
+        tolerance: 1e-9,
+      });
+      await page.selectOption("#backend", "webgl");
+      await analysed(page, 7);
+      assert.equal(await page.getAttribute("body", "data-backend"), "webgl");
+      await sameAsNode(page, hfConfig, hfWeights, "WebGL backend", { tolerance: 1e-4 });
+      await useBackend("cpu");
       assert.deepEqual(problems, []);
     } finally {
       await browser.close();
