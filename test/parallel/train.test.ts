@@ -2,7 +2,7 @@
 // whole batch's loss and gradient (JaSMin included, padding masks included); a run repeated
 // with the same worker count must be bit-identical, agree with one thread to float32
 // rounding, resume across worker counts, and stop cleanly when a worker throws.
-import { test } from "node:test";
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -96,9 +96,28 @@ async function digitRun(workers: number, extra: Partial<TrainOptions> = {}) {
   return trainInWorkers({ ...QUIET, data: "mnist", limit: 96, testLimit: 40, model: TINY, epochs: 2, batchSize: 32, lr: 3e-3, seed: 4, jasmin: { lambda: 0.5 }, ...extra, workers });
 }
 
+// Runs the tests below share (each costs worker threads and training): the 2-worker run, and a
+// copy of the checkpoint a 2-worker run saved after epoch 1. Disposed once the file is done.
+let twoWorkers: ReturnType<typeof digitRun> | undefined;
+const twoWorkerRun = () => (twoWorkers ??= digitRun(2));
+let epochOne: Promise<string> | undefined;
+async function epochOneCheckpoint(): Promise<string> {
+  epochOne ??= (async () => {
+    const out = tempDir();
+    (await digitRun(2, { out, stopAfterEpoch: 1 })).model.dispose();
+    return out;
+  })();
+  const from = await epochOne;
+  const copy = tempDir();
+  for (const f of ["model.safetensors", "optimizer.safetensors", "train_state.json", "config.json", "fingerprints.json"])
+    writeFileSync(join(copy, f), readFileSync(join(from, f)));
+  return copy;
+}
+after(async () => (await twoWorkers)?.model.dispose());
+
 test("a ViT trained by 2 workers is bit-identical when repeated and agrees with one thread to float32 rounding", async () => {
   const one = await digitRun(1);
-  const two = await digitRun(2);
+  const two = await twoWorkerRun();
   const again = await digitRun(2);
   try {
     const [w1, w2, w2b] = [one, two, again].map((r) => flatWeights(r.model));
@@ -111,18 +130,14 @@ test("a ViT trained by 2 workers is bit-identical when repeated and agrees with 
     assert.equal(h2.workers, 2);
     assert.equal(h1.workers, undefined);
   } finally {
-    for (const r of [one, two, again]) r.model.dispose();
+    for (const r of [one, again]) r.model.dispose();
   }
 });
 
 test("a run stopped after epoch 1 with 2 workers resumes bit-exactly with 2 workers, and with 1 worker to float32 rounding", async () => {
-  const straight = await digitRun(2);
-  const out = tempDir();
-  const first = await digitRun(2, { out, stopAfterEpoch: 1 });
-  first.model.dispose();
-  const copy = tempDir();
-  for (const f of ["model.safetensors", "optimizer.safetensors", "train_state.json", "config.json", "fingerprints.json"])
-    writeFileSync(join(copy, f), readFileSync(join(out, f)));
+  const straight = await twoWorkerRun();
+  const out = await epochOneCheckpoint();
+  const copy = await epochOneCheckpoint();
   const resumed = await trainInWorkers({ ...QUIET, resume: out, workers: 2 });
   const resumedOne = await trainInWorkers({ ...QUIET, resume: copy, workers: 1 });
   try {
@@ -132,7 +147,7 @@ test("a run stopped after epoch 1 with 2 workers resumes bit-exactly with 2 work
     assert.ok(d < 1e-3, `resumed with 1 worker: differs by ${d}`);
     assert.deepEqual(resumedOne.trainState.history.map((h) => h.workers), [2, undefined]);
   } finally {
-    for (const r of [straight, resumed, resumedOne]) r.model.dispose();
+    for (const r of [resumed, resumedOne]) r.model.dispose();
   }
 });
 
@@ -160,9 +175,7 @@ test("a padded text model trained on a CSV file by 2 workers agrees with one thr
 });
 
 test("a worker that throws on its slice stops the run with its message; the last checkpoint stays intact", async () => {
-  const out = tempDir();
-  const first = await digitRun(2, { out, stopAfterEpoch: 1 });
-  first.model.dispose();
+  const out = await epochOneCheckpoint();
   const saved = ["model.safetensors", "optimizer.safetensors", "train_state.json"].map((f) => readFileSync(join(out, f)));
   // The second slice of the first step of epoch 2 gets a label the model has no class for.
   const stepper = workerStepper({ workers: 2 });
