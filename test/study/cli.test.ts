@@ -21,7 +21,7 @@ test("study: bad input exits 2 with one line naming the flag, before any work", 
     [["study", "--aggregate", dir, "--seeds", "1"], /study: --seeds cannot be given with --aggregate/],
     [["study", join(dir, "s"), "--seeds", "0,0"], /study: seeds \(--seeds\): 0 is listed twice/],
     // Refused before the grid is saved: a folder never keeps a grid whose runs cannot start.
-    [["study", join(dir, "s"), "--model", "vit-nope"], /study: --model: "vit-nope" is neither a model preset \(vit-micro, vit-tiny, text-micro, text-tiny\) nor a Hugging Face folder/],
+    [["study", join(dir, "s"), "--model", "vit-nope"], /study: --model: "vit-nope" is neither a model preset \(vit-micro, vit-tiny, text-micro, text-tiny, vit-micro-l2, vit-tiny-l2, text-tiny-l2\) nor a Hugging Face folder/],
     [["study", join(dir, "s"), "--data", "mnist,nope"], /study: --data: expected mnist \| .*, got "nope"/],
     [["study", join(dir, "s"), "--data", "idx:/nonexistent-folder"], /study: --data: "idx:\/nonexistent-folder": \/nonexistent-folder does not exist/],
     [["study", join(dir, "s"), "--data", "spam", "--model", "vit-micro"], /study: --model vit-micro reads image data, but --data spam is text data/],
