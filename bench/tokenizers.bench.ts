@@ -1,6 +1,6 @@
 import { WordTokenizer } from "../src/data/text/tokenizer.ts";
 import { loadSpamCorpus } from "../src/data/text/spamCorpus.ts";
-import { HfTokenizer } from "../src/hf/tokenizer.ts";
+import { loadHfTokenizer } from "../src/hf/textTokenizer.ts";
 import { renderTable } from "../src/util/table.ts";
 import { timeMs } from "./timing.ts";
 
@@ -16,8 +16,8 @@ export async function benchTokenizers(): Promise<Record<string, unknown>> {
   const corpus = await loadSpamCorpus();
   const texts = corpus.texts.slice(0, 1209);
   const word = WordTokenizer.train(texts, { vocabSize: 8000, maxLength: 128 });
-  const bert = (await HfTokenizer.load(`${FIXTURES}bert-tiny-random`, 64, 0, "bench"))!;
-  const gpt2 = (await HfTokenizer.load(`${FIXTURES}gpt2-tiny-random`, 64, 0, "bench"))!;
+  const bert = (await loadHfTokenizer(`${FIXTURES}bert-tiny-random`, 64, 0, "bench"))!;
+  const gpt2 = (await loadHfTokenizer(`${FIXTURES}gpt2-tiny-random`, 64, 0, "bench"))!;
   const ms = {
     word: timeMs(() => word.encodeBatch(texts), { warmup: 0, repeats: 1 }),
     wordPiece: timeMs(() => bert.encodeBatch(texts), { warmup: 0, repeats: 1 }),

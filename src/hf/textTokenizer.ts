@@ -1,4 +1,7 @@
+import { existsSync, statSync } from "node:fs";
+import { join } from "node:path";
 import type { TextConfig } from "../nn/config.ts";
+import { readJsonObject } from "./readJson.ts";
 import { HfTokenizer } from "./tokenizer.ts";
 import { HfImportError, hfPadTokenId } from "./types.ts";
 
@@ -21,7 +24,7 @@ export async function hfTextTokenizer(
   who: string,
   warn: (line: string) => void = () => {},
 ): Promise<HfTokenizer> {
-  const tokenizer = await HfTokenizer.load(dir, config.maxLength, hfPadTokenId(hfConfig), who);
+  const tokenizer = await loadHfTokenizer(dir, config.maxLength, hfPadTokenId(hfConfig), who);
   if (tokenizer === null)
     throw new HfImportError(`${who}: ${dir}: no tokenizer.json; attnlip reads texts with the model's own tokenizer (save it with tokenizer.save_pretrained into the folder)`);
   if (tokenizer.size > config.vocabSize)
@@ -31,4 +34,26 @@ export async function hfTextTokenizer(
   if (tokenizer.size < config.vocabSize)
     warn(`${who}: warning: ${dir}/tokenizer.json has ${tokenizer.size} tokens, the model ${config.vocabSize} word embeddings (vocab_size); fine when the embeddings are padded, but check that it is this model's tokenizer`);
   return tokenizer;
+}
+
+/**
+ * Reads DIR/tokenizer.json (and DIR/tokenizer_config.json when present). Here, not in
+ * tokenizer.ts, so that HfTokenizer reads no files and bundles for the browser (the explorer).
+ *
+ * @param dir the model folder. @param maxLength the model's positions.
+ * @param padTokenId config.json's `pad_token_id` (used when tokenizer.json sets no padding).
+ * @returns the tokenizer, or null when the folder has no tokenizer.json.
+ * @throws HfImportError naming the file when it is unreadable, not JSON, or not a tokenizer
+ *   the library can build.
+ * @example const tok = await loadHfTokenizer("test/fixtures/hf/bert-tiny-random", 64, 0, "analyze");
+ */
+export async function loadHfTokenizer(dir: string, maxLength: number, padTokenId: number | null, who: string): Promise<HfTokenizer | null> {
+  const path = join(dir, "tokenizer.json");
+  if (!existsSync(path)) return null;
+  const where = `${who}: ${path}`;
+  if (!statSync(path).isFile()) throw new HfImportError(`${where}: not a file`);
+  const json = await readJsonObject(path, where);
+  const configPath = join(dir, "tokenizer_config.json");
+  const config = existsSync(configPath) ? await readJsonObject(configPath, `${who}: ${configPath}`) : {};
+  return HfTokenizer.fromJSON(json, maxLength, padTokenId, where, config);
 }

@@ -1,9 +1,6 @@
-import { existsSync, statSync } from "node:fs";
-import { join } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { padRows, type TextTokenizer } from "../data/text/tokenizer.ts";
 import { HfImportError } from "./types.ts";
-import { readJsonObject } from "./readJson.ts";
 
 /**
  * A Hugging Face tokenizer.json (WordPiece, byte-level BPE, Unigram...) read with
@@ -24,6 +21,7 @@ export class HfTokenizer implements TextTokenizer {
   readonly padId: number;
   readonly #tokenizer: Tokenizer;
   readonly #json: Record<string, unknown>;
+  #config: Record<string, unknown> = {};
   readonly #prefix: number[];
   readonly #suffix: number[];
 
@@ -45,28 +43,7 @@ export class HfTokenizer implements TextTokenizer {
   }
 
   /**
-   * Reads DIR/tokenizer.json (and DIR/tokenizer_config.json when present).
-   *
-   * @param dir the model folder. @param maxLength the model's positions.
-   * @param padTokenId config.json's `pad_token_id` (used when tokenizer.json sets no padding).
-   * @returns the tokenizer, or null when the folder has no tokenizer.json.
-   * @throws HfImportError naming the file when it is unreadable, not JSON, or not a tokenizer
-   *   the library can build.
-   * @example const tok = await HfTokenizer.load("test/fixtures/hf/bert-tiny-random", 64, 0, "analyze");
-   */
-  static async load(dir: string, maxLength: number, padTokenId: number | null, who: string): Promise<HfTokenizer | null> {
-    const path = join(dir, "tokenizer.json");
-    if (!existsSync(path)) return null;
-    const where = `${who}: ${path}`;
-    if (!statSync(path).isFile()) throw new HfImportError(`${where}: not a file`);
-    const json = await readJsonObject(path, where);
-    const configPath = join(dir, "tokenizer_config.json");
-    const config = existsSync(configPath) ? await readJsonObject(configPath, `${who}: ${configPath}`) : {};
-    return HfTokenizer.fromJSON(json, maxLength, padTokenId, where, config);
-  }
-
-  /**
-   * A tokenizer from the tokenizer.json document (see {@link load}).
+   * A tokenizer from the tokenizer.json document (see loadHfTokenizer in textTokenizer.ts).
    *
    * @param where the file, first words of error messages.
    * @param config tokenizer_config.json's content ({} when absent).
@@ -85,7 +62,14 @@ export class HfTokenizer implements TextTokenizer {
     const padId = typeof padding?.pad_id === "number" ? padding.pad_id : (padTokenId ?? 0);
     const truncation = json.truncation as { max_length?: unknown } | null | undefined;
     const limit = typeof truncation?.max_length === "number" ? Math.min(truncation.max_length, maxLength) : maxLength;
-    return new HfTokenizer(tokenizer, json, limit, padId, where);
+    const built = new HfTokenizer(tokenizer, json, limit, padId, where);
+    built.#config = config;
+    return built;
+  }
+
+  /** The tokenizer_config.json content it was built with ({} when none): with toJSON(), what rebuilds it elsewhere (the explorer page). */
+  get tokenizerConfig(): Record<string, unknown> {
+    return this.#config;
   }
 
   /** The tokenizer.json document it was built from (saved with checkpoints and exports). */

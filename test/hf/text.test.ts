@@ -9,8 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
-import { hfTextTokenizer } from "../../src/hf/textTokenizer.ts";
-import { HfTokenizer } from "../../src/hf/tokenizer.ts";
+import { hfTextTokenizer, loadHfTokenizer } from "../../src/hf/textTokenizer.ts";
 import { HfImportError } from "../../src/hf/types.ts";
 import { encodeSafetensors } from "../../src/io/safetensors.ts";
 import { readSafetensors } from "../../src/io/safetensorsFile.ts";
@@ -188,14 +187,14 @@ test("text folders attnlip cannot import are refused with one line naming the pr
 });
 
 test("a long text is truncated to the model's positions, keeping the special tokens around it", async () => {
-  const tok = (await HfTokenizer.load(dir("bert"), 8, 0, "analyze"))!;
+  const tok = (await loadHfTokenizer(dir("bert"), 8, 0, "analyze"))!;
   const ids = tok.encode("free money now click here free money now click here");
   assert.equal(ids.length, 8);
   assert.equal(ids[0], 2); // [CLS]
   assert.equal(ids[7], 3); // [SEP]
   const full = tok.encode("free money");
   assert.deepEqual(full.slice(0, 3), ids.slice(0, 3));
-  assert.equal(await HfTokenizer.load(join(dir("bert"), "missing"), 8, 0, "analyze"), null);
+  assert.equal(await loadHfTokenizer(join(dir("bert"), "missing"), 8, 0, "analyze"), null);
 });
 
 test("attnlip analyze and attack take a BERT or GPT-2 folder with --data csv:FILE: file order, the records named, an empty text refused", async () => {
