@@ -1,4 +1,4 @@
-import type { AttackPoint, Inspection } from "./compute.ts";
+import type { AttackPoint, Inspection, TokenizerDocument, Tokenized } from "./compute.ts";
 
 /**
  * Messages between the explorer page and its web worker (worker.ts). Each request carries an
@@ -17,6 +17,26 @@ export type ExplorerRequest =
       pixels: number[];
       label: number;
       attack: "fgsm" | "pgd";
+      eps: number[];
+      steps: number;
+    }
+  // A text model's page: the model with its tokenizer, a text to read, and its ids to attack.
+  | {
+      id: number;
+      kind: "load-text";
+      config: unknown;
+      weights: ArrayBuffer;
+      tokenizer: TokenizerDocument;
+      name: string;
+    }
+  | { id: number; kind: "inspect-text"; text: string }
+  | {
+      id: number;
+      kind: "attack-text";
+      ids: number[];
+      label: number;
+      attack: "fgsm" | "pgd";
+      norm: "l2" | "linf";
       eps: number[];
       steps: number;
     };
@@ -43,4 +63,26 @@ export type ExplorerReply =
   | { id: number; kind: "backend-ready"; name: ExplorerBackend; seconds: number }
   | { id: number; kind: "inspected"; result: Inspection; seconds: number }
   | { id: number; kind: "attacked"; points: AttackPoint[]; adversarial: number[]; seconds: number }
+  | {
+      id: number;
+      kind: "loaded-text";
+      classes: number;
+      maxLength: number;
+      blocks: number;
+      heads: number;
+    }
+  | {
+      id: number;
+      kind: "inspected-text";
+      tokenized: Tokenized;
+      result: Inspection;
+      seconds: number;
+    }
+  | {
+      id: number;
+      kind: "attacked-text";
+      points: AttackPoint[];
+      tokenNorm: number;
+      seconds: number;
+    }
   | { id: number; kind: "error"; message: string };

@@ -1,8 +1,10 @@
 import { setWasmPaths } from "@tensorflow/tfjs-backend-wasm";
 import { tf, useBackend } from "../backend.ts";
-import type { VitConfig } from "../nn/config.ts";
+import type { TextConfig, VitConfig } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { attackCurve, inspect, modelFromBytes } from "./compute.ts";
+import { inspectText, textAttackCurve, tokenize, tokenizerFromDocument } from "./compute.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
 
 // The explorer's web worker: the model and every computation live here, so the page stays
@@ -13,6 +15,7 @@ import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
 const post = (reply: ExplorerReply) =>
   (self as unknown as { postMessage(m: ExplorerReply): void }).postMessage(reply);
 let model: TransformerClassifier | null = null;
+let tokenizer: TextTokenizer | null = null; // a text model's
 const ready = useBackend("cpu");
 
 async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
@@ -43,7 +46,55 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
     await useBackend(request.name);
     return { id: request.id, kind: "backend-ready", name: request.name, seconds: seconds() };
   }
+  if (request.kind === "load-text") {
+    post({ id: request.id, kind: "progress", text: "loading the model" });
+    const next = modelFromBytes(
+      request.config,
+      new Uint8Array(request.weights),
+      request.name,
+      "text",
+    );
+    const c = next.config as TextConfig;
+    let nextTokenizer: TextTokenizer;
+    try {
+      nextTokenizer = tokenizerFromDocument(request.tokenizer, c);
+    } catch (e) {
+      next.dispose();
+      throw e;
+    }
+    model?.dispose();
+    model = next;
+    tokenizer = nextTokenizer;
+    return {
+      id: request.id,
+      kind: "loaded-text",
+      classes: c.classes,
+      maxLength: c.maxLength,
+      blocks: c.blocks,
+      heads: c.heads,
+    };
+  }
   if (model === null) throw new Error("no model loaded yet");
+  if (request.kind === "inspect-text") {
+    if (tokenizer === null) throw new Error("no text model loaded");
+    const tokenized = tokenize(tokenizer, request.text);
+    post({ id: request.id, kind: "progress", text: "computing the bounds and true values" });
+    const result = inspectText(model, tokenized.ids);
+    return { id: request.id, kind: "inspected-text", tokenized, result, seconds: seconds() };
+  }
+  if (request.kind === "attack-text") {
+    post({ id: request.id, kind: "progress", text: `attacking at ${request.eps.length} radii` });
+    const { points, tokenNorm } = textAttackCurve(
+      model,
+      request.ids,
+      request.label,
+      request.attack,
+      request.norm,
+      request.eps,
+      request.steps,
+    );
+    return { id: request.id, kind: "attacked-text", points, tokenNorm, seconds: seconds() };
+  }
   if (request.kind === "inspect") {
     post({ id: request.id, kind: "progress", text: "computing the bounds and true values" });
     return {
