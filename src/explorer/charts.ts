@@ -1,5 +1,6 @@
 import type { TopLevelSpec } from "vega-lite";
 import { envelopePoints } from "../report/envelope.ts";
+import { attentionMapsSpec } from "../report/charts.ts";
 import type { AttackPoint } from "./compute.ts";
 
 /**
@@ -101,4 +102,67 @@ export function marginSpec(points: readonly AttackPoint[]): TopLevelSpec {
       },
     ],
   } as TopLevelSpec;
+}
+
+/**
+ * The report's attention maps (attentionMapsSpec) of a text, each axis labelled with the
+ * tokens ("position:token") when the maps are not pooled (at most `maxCells` tokens).
+ *
+ * @example textMapsSpec(maps, ["[CLS]", "free", "money"])
+ */
+export function textMapsSpec(
+  maps: number[][][],
+  tokens: readonly string[],
+  maxCells = 64,
+): TopLevelSpec {
+  const spec = attentionMapsSpec(maps, tokens.length, maxCells) as unknown as {
+    spec: { encoding: Record<"x" | "y", { axis: Record<string, unknown> }> };
+  };
+  if (tokens.length > maxCells) return spec as unknown as TopLevelSpec;
+  const labels = JSON.stringify(
+    tokens.map((t, i) => `${i}:${t.length > 12 ? t.slice(0, 11) + "…" : t}`),
+  );
+  const every = tokens.length > 24 ? 2 : 1;
+  for (const [axis, angle] of [
+    ["x", -90],
+    ["y", 0],
+  ] as const)
+    Object.assign(spec.spec.encoding[axis].axis, {
+      values: Array.from({ length: Math.ceil(tokens.length / every) }, (_, i) => i * every),
+      labelExpr: `${labels}[datum.value]`,
+      labelAngle: angle,
+      labelLimit: 90,
+    });
+  return spec as unknown as TopLevelSpec;
+}
+
+/**
+ * {@link marginSpec} for an attack on token embeddings: eps in embedding units, l_2 or l_inf.
+ *
+ * @example textMarginSpec([{ eps: 0, predicted: 1, margin: 2 }], "l2")
+ */
+export function textMarginSpec(points: readonly AttackPoint[], norm: "l2" | "linf"): TopLevelSpec {
+  const spec = marginSpec(points) as unknown as {
+    layer: { encoding: { x?: { title?: string } } }[];
+  };
+  spec.layer[0].encoding.x!.title = `eps (${norm === "l2" ? "l_2" : "l_inf"}, token-embedding units)`;
+  return spec as unknown as TopLevelSpec;
+}
+
+/**
+ * {@link rowSigmaSpec} for a text of n tokens: query positions ticked across the whole text.
+ *
+ * @example textRowSigmaSpec([[[0.1, 0.2, 0.05]]])
+ */
+export function textRowSigmaSpec(rowSigma: number[][][]): TopLevelSpec {
+  const spec = rowSigmaSpec(rowSigma) as unknown as {
+    spec: { encoding: { x: { axis: { values: number[] } } } };
+  };
+  const n = rowSigma[0]?.[0]?.length ?? 0;
+  const every = Math.max(1, Math.ceil(n / 6));
+  spec.spec.encoding.x.axis.values = Array.from(
+    { length: Math.ceil(n / every) },
+    (_, i) => i * every,
+  );
+  return spec as unknown as TopLevelSpec;
 }

@@ -2,12 +2,15 @@ import { escapeHtml } from "../report/html.ts";
 
 /**
  * The explorer's HTML: three panels (attention-row playground, model view, attack panel) and
- * the status line; page.js fills them. Styles reflow to one column below 900 px.
+ * the status line; page.js fills them. Styles reflow to one column below 900 px. For a text
+ * model (body data-kind="text") the digit panels are hidden and the text-only ones shown: a
+ * text box with the held-out texts and the tokens, and an attack on the token embeddings.
  *
  * @param title the page title (the model's name).
+ * @param kind "image" (a ViT on digits) or "text" (a text classifier).
  * @example explorerHtml("vit-micro on MNIST").startsWith("<!doctype html>") // true
  */
-export function explorerHtml(title: string): string {
+export function explorerHtml(title: string, kind: "image" | "text" = "image"): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -31,9 +34,14 @@ canvas.digit { cursor: pointer; margin: 2px; border: 1px solid #ccc; }
 canvas#input, canvas#adversarial { width: 112px; height: 112px; border: 1px solid #999; image-rendering: pixelated; }
 .row { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
 label { margin-right: 8px; } input#row { width: 260px; }
+body[data-kind="text"] #input-panel, body[data-kind="text"] #attack-panel, body[data-kind="text"] label:has(#folder) { display: none; }
+body:not([data-kind="text"]) .text-only { display: none; }
+textarea#text { width: 100%; box-sizing: border-box; height: 5em; font: inherit; }
+#examples button { margin: 2px; max-width: 190px; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; text-align: left; }
+#tokens code { display: inline-block; margin: 1px; padding: 0 3px; background: #eef; border-radius: 3px; }
 </style>
 </head>
-<body>
+<body${kind === "text" ? ' data-kind="text"' : ""}>
 <h1>attnlip explorer</h1>
 <p>Model: <strong id="model-name">loading</strong>. How the attention distribution shapes the local
 Lipschitz constant (arXiv:2507.07814): sigma(p) = ||diag(p) - p p^T||_2 of each attention row,
@@ -53,8 +61,15 @@ checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safet
 <div id="digits"></div>
 <div class="row"><canvas id="input" width="112" height="112"></canvas><div id="prediction"></div></div>
 </section>
+<section class="text-only" id="text-panel"><h2>A text</h2>
+<textarea id="text" spellcheck="false" placeholder="type a text"></textarea><br><button id="read-text">analyse</button> (or Ctrl-Enter), or pick a held-out test text:
+<div id="examples"></div>
+<div id="tokens"></div>
+<div id="text-prediction"></div>
+</section>
 <section class="wide" id="bounds-panel"><h2>Local Lipschitz bounds beside the true values at this input</h2>
 <p><small>Each cell: the bound, and below it bound/true. Block true values are Krylov estimates from below; the network's is the exact input-Jacobian norm. docs/math.md derives every variant.</small></p>
+<p class="text-only"><small>Text: the network's value is with respect to the sequence entering block 0 (token plus position embeddings), the space the bounds are in.</small></p>
 <div id="bounds"></div></section>
 <section id="maps-panel"><h2>Attention maps (block x head)</h2><div id="maps"></div></section>
 <section id="sigma-panel"><h2>Sigma of each attention row</h2><div id="row-sigma"></div></section>
@@ -64,6 +79,15 @@ checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safet
 <label>PGD steps <input id="steps" type="number" min="1" max="100" value="10" style="width:4em"></label>
 <button id="run-attack">attack</button>
 <div class="row"><canvas id="adversarial" width="112" height="112"></canvas><div id="attack-out"></div><div id="margins"></div></div>
+</section>
+<section class="wide text-only" id="text-attack-panel"><h2>Attack on the token embeddings</h2>
+<p><small>As attnlip attack does for text models: the embeddings of the real tokens move (no clipping: any vector is a legal input to the blocks) within an eps-ball, l_2 over the whole sequence or l_inf per entry, in embedding units; compare eps with the mean token-embedding norm shown after a run.</small></p>
+<label><select id="text-attack"><option value="pgd">PGD</option><option value="fgsm">FGSM</option></select></label>
+<label><select id="text-norm"><option value="l2">l_2</option><option value="linf">l_inf</option></select></label>
+<label>eps <input id="text-eps" type="number" min="0" step="any" value="0.25" style="width:6em"></label>
+<label>PGD steps <input id="text-steps" type="number" min="1" max="100" value="10" style="width:4em"></label>
+<button id="run-text-attack">attack</button>
+<div class="row"><div id="text-attack-out"></div><div id="text-margins"></div></div>
 </section>
 </div>
 <script src="page.js"></script>

@@ -5,6 +5,7 @@ import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
 import { formatNumber } from "../util/format.ts";
 import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
 import type { Inspection } from "./compute.ts";
+import { textMapsSpec, textMarginSpec, textRowSigmaSpec } from "./charts.ts";
 import type { ExplorerBackend, ExplorerReply, ExplorerRequest } from "./protocol.ts";
 
 // The explorer page (served by `attnlip explore`): an attention-row playground computed on the
@@ -307,4 +308,143 @@ async function start(): Promise<void> {
   await first;
 }
 
-void start();
+// ---- text models (body data-kind="text"): a text box and held-out texts, the tokens as the
+// model reads them, and an attack on the token embeddings
+
+/** A held-out test text sent by the command (texts.json): the ids are those analyze reads. */
+interface Example {
+  text: string;
+  label: number;
+  ids: number[];
+}
+
+/** model/info.json of a text model. */
+interface TextInfo {
+  name: string;
+  /** The model's class names (a checkpoint's labels, an imported model's id2label), null if unknown. */
+  classNames: string[] | null;
+  /** The held-out data's label names (its class ids are the model's). */
+  dataLabels: string[];
+}
+
+let textInfo: TextInfo = { name: "", classNames: null, dataLabels: [] };
+let currentText: { text: string; label: number | null; ids: number[] | null } | null = null;
+
+const escapeText = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** Class k with its name where known: "1 (spam)". */
+function className(k: number): string {
+  const name = textInfo.classNames?.[k] ?? textInfo.dataLabels[k];
+  return name === undefined || name === String(k) ? String(k) : `${k} (${escapeText(name)})`;
+}
+
+async function showText(input: { text: string; label: number | null }): Promise<void> {
+  const mine = { ...input, ids: null as number[] | null };
+  currentText = mine;
+  const reply = await ask({ kind: "inspect-text", text: input.text });
+  if (reply.kind === "error") return status(`error: ${reply.message}`);
+  if (reply.kind !== "inspected-text" || currentText !== mine) return; // superseded by a newer text
+  const { ids, tokens, limit } = reply.tokenized;
+  mine.ids = ids;
+  const shown = $("tokens");
+  shown.dataset.ids = JSON.stringify(ids); // what the model reads, for anyone checking the page
+  shown.innerHTML =
+    `<p><small>${ids.length} token${ids.length === 1 ? "" : "s"} as the model reads them (${ids.length >= limit ? `the model reads at most ${limit}: a longer text is cut here` : `at most ${limit}`}; one text needs no padding); hover for position and id:</small><br>` +
+    tokens
+      .map((t, i) => `<code title="position ${i}, id ${ids[i]}">${escapeText(t)}</code>`)
+      .join(" ") +
+    "</p>";
+  const r = reply.result;
+  const predicted = r.probabilities.indexOf(Math.max(...r.probabilities));
+  $("text-prediction").innerHTML =
+    `predicted <strong id="text-predicted" data-class="${predicted}">${className(predicted)}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
+    (input.label === null ? "" : `, true label <strong>${className(input.label)}</strong>`);
+  $("bounds").innerHTML = boundsTable(r);
+  $("maps").innerHTML = await renderVegaLite(textMapsSpec(r.maps, tokens), "maps");
+  $("row-sigma").innerHTML = await renderVegaLite(textRowSigmaSpec(r.rowSigma), "rowsigma");
+  status(`analysed in ${reply.seconds.toFixed(1)} s`);
+  document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
+}
+
+async function runTextAttack(): Promise<void> {
+  if (currentText?.ids == null) return status("type or pick a text first");
+  const eps = Number($<HTMLInputElement>("text-eps").value);
+  if (!(eps >= 0 && Number.isFinite(eps))) return status("error: eps must be a number >= 0");
+  const attack = $<HTMLSelectElement>("text-attack").value as "fgsm" | "pgd";
+  const norm = $<HTMLSelectElement>("text-norm").value as "l2" | "linf";
+  const steps = Number($<HTMLInputElement>("text-steps").value);
+  const label = currentText.label ?? Number($("text-predicted").dataset.class);
+  const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
+  const reply = await ask({
+    kind: "attack-text",
+    ids: currentText.ids,
+    label,
+    attack,
+    norm,
+    eps: grid,
+    steps,
+  });
+  if (reply.kind === "error") return status(`error: ${reply.message}`);
+  if (reply.kind !== "attacked-text") return;
+  const last = reply.points.at(-1)!;
+  const flip = reply.points.find((p) => p.margin < 0);
+  $("text-attack-out").innerHTML =
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="text-adv-predicted" data-class="${last.predicted}">${className(last.predicted)}</strong>, margin <span id="text-adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${className(label)}; below 0 = misclassified)` +
+    `<br>${flip === undefined ? "not misclassified on this grid" : `misclassified from eps ${formatNumber(flip.eps, 3)} on this grid`}; mean l_2 norm of this text's token embeddings: ${formatNumber(reply.tokenNorm, 3)}`;
+  $("text-margins").innerHTML = await renderVegaLite(textMarginSpec(reply.points, norm), "margins");
+  status(`attacked in ${reply.seconds.toFixed(1)} s`);
+}
+
+async function startText(): Promise<void> {
+  const fetched = Promise.all([
+    fetch("model/info.json").then((r) => r.json() as Promise<TextInfo>),
+    fetch("model/config.json").then((r) => r.json()),
+    fetch("model/model.safetensors").then((r) => r.arrayBuffer()),
+    fetch("model/tokenizer.json").then((r) => r.json()),
+    fetch("texts.json").then((r) => r.json() as Promise<Example[]>),
+  ]);
+  for (const id of ["row", "row-mode", "temperature"])
+    $(id).addEventListener("input", () => void updatePlayground());
+  const box = $<HTMLTextAreaElement>("text");
+  const read = () => void showText({ text: box.value, label: null });
+  $("read-text").addEventListener("click", read);
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      read();
+    }
+  });
+  $("run-text-attack").addEventListener("click", () => void runTextAttack());
+  $("text-norm").addEventListener("change", () => {
+    $<HTMLInputElement>("text-eps").value =
+      $<HTMLSelectElement>("text-norm").value === "l2" ? "0.25" : "0.005";
+  });
+  const [info, config, weights, tokenizer, examples] = await fetched;
+  textInfo = info;
+  const list = $("examples");
+  examples.forEach((ex, i) => {
+    const b = document.createElement("button");
+    b.className = "example";
+    b.dataset.index = String(i);
+    b.textContent = ex.text.slice(0, 60) || "(empty)";
+    b.title = `held-out test text ${i}, label ${info.dataLabels[ex.label] ?? ex.label}:\n${ex.text.slice(0, 400)}`;
+    b.addEventListener("click", () => {
+      box.value = ex.text;
+      void showText({ text: ex.text, label: ex.label });
+    });
+    list.appendChild(b);
+  });
+  const loaded = ask({ kind: "load-text", config, weights, tokenizer, name: info.name }, [
+    weights,
+  ]).then(async (reply) => {
+    if (reply.kind === "error") return status(`error: ${info.name}: ${reply.message}`);
+    $("model-name").textContent = info.name;
+    if (examples.length > 0) {
+      box.value = examples[0].text;
+      await showText({ text: examples[0].text, label: examples[0].label });
+    }
+  });
+  await updatePlayground();
+  await loaded;
+}
+
+void (document.body.dataset.kind === "text" ? startText() : start());
