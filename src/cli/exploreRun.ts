@@ -5,12 +5,16 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { useBackend } from "../backend.ts";
-import { imageEvaluationSplit } from "../data/evaluationInputs.ts";
-import { bundleExplorer } from "../explorer/bundle.ts";
+import { imageEvaluationSplit, textEvaluationSplit } from "../data/evaluationInputs.ts";
+import { parseSpec, type TextSource } from "../data/sources/index.ts";
+import type { TextTokenizer } from "../data/text/tokenizer.ts";
+import { tokenize, tokenizerDocument } from "../explorer/compute.ts";
+import { bundleExplorer, type ExplorerScript } from "../explorer/bundle.ts";
 import { explorerHtml } from "../explorer/html.ts";
 import { writeFileAtomically } from "../io/atomicWrite.ts";
 import { encodeSafetensors } from "../io/safetensors.ts";
-import type { VitConfig } from "../nn/config.ts";
+import type { TextConfig, VitConfig } from "../nn/config.ts";
+import type { TransformerClassifier } from "../nn/model.ts";
 import { InputError } from "../util/errors.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
@@ -23,11 +27,14 @@ export const BUNDLED_MODEL = fileURLToPath(
 /**
  * Every file of the explorer page for a model: index.html, page.js, worker.js, the model as
  * attnlip config and weights (model/config.json, model/model.safetensors, model/info.json),
- * and its first `digits` held-out test digits (digits.json: pixels and labels).
+ * and its first `digits` held-out test digits (digits.json: pixels and labels). For a text
+ * model, its tokenizer (model/tokenizer.json) and its first `digits` held-out test texts
+ * (texts.json: text, label and the ids analyze reads) instead of digits.
  *
- * @param checkpoint an attnlip checkpoint or a Hugging Face ViT folder [the bundled model].
- * @throws InputError on a text model, a model that does not read 28 x 28 x 1 images (the page
- *   draws MNIST-sized digits), or as `analyze` on a broken checkpoint or data.
+ * @param checkpoint an attnlip checkpoint or a Hugging Face ViT, BERT or GPT-2 folder [the
+ *   bundled model].
+ * @throws InputError on a ViT that does not read 28 x 28 x 1 images (the page draws
+ *   MNIST-sized digits), or as `analyze` on a broken checkpoint, tokenizer or data.
  * @example const files = await explorerFiles(undefined, 12); files.get("index.html")
  */
 export async function explorerFiles(
@@ -36,7 +43,7 @@ export async function explorerFiles(
 ): Promise<Map<string, string | Uint8Array>> {
   const folder = checkpoint ?? BUNDLED_MODEL;
   await useBackend("cpu"); // the command only reads the model and its digits; the page computes
-  const { model, source, trained, imported } = await evaluatedModel(
+  const { model, source, tokenizer, trained, imported, labels } = await evaluatedModel(
     "explore",
     folder,
     "vit-micro",
@@ -44,10 +51,8 @@ export async function explorerFiles(
   );
   try {
     const config = model.config;
-    if (config.kind !== "vit")
-      throw new InputError(
-        `explore: ${folder} is a text model; the explorer shows image models (ViTs) for now`,
-      );
+    if (config.kind === "text")
+      return await textExplorerFiles(model, source, tokenizer, trained, imported, labels, digits);
     const c = config as VitConfig;
     if (c.imageSize !== 28 || c.channels !== 1)
       throw new InputError(
@@ -73,10 +78,7 @@ export async function explorerFiles(
     const scripts = await bundleExplorer();
     return new Map<string, string | Uint8Array>([
       ["index.html", explorerHtml(name)],
-      ["page.js", scripts["page.js"]],
-      ["worker.js", scripts["worker.js"]],
-      ["webgl.js", scripts["webgl.js"]],
-      ...WASM_FILES.map((f): [string, Uint8Array] => [f, readFileSync(wasmFile(f))]),
+      ...scriptFiles(scripts),
       ["model/config.json", JSON.stringify(config)],
       ["model/model.safetensors", encodeSafetensors(model.getWeights())],
       ["model/info.json", JSON.stringify({ name, split: info })],
@@ -95,6 +97,87 @@ const WASM_FILES = [
 ];
 const wasmFile = (name: string) =>
   join(dirname(createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm")), name);
+
+/** The page's scripts and the files its backends load: the same for image and text models. */
+function scriptFiles(scripts: Record<ExplorerScript, string>): [string, string | Uint8Array][] {
+  return [
+    ["page.js", scripts["page.js"]],
+    ["worker.js", scripts["worker.js"]],
+    ["webgl.js", scripts["webgl.js"]],
+    ...WASM_FILES.map((f): [string, Uint8Array] => [f, readFileSync(wasmFile(f))]),
+  ];
+}
+
+/**
+ * {@link explorerFiles} for a text model: the page's text mode (index.html with body
+ * data-kind="text"), the model, its tokenizer, and the first `n` held-out test texts chosen
+ * as analyze chooses them (the checkpoint's own held-out split; an imported model's: the spam
+ * corpus's test split by seed 0), each with the ids analyze reads.
+ */
+async function textExplorerFiles(
+  model: TransformerClassifier,
+  source: string,
+  tokenizer: TextTokenizer | null,
+  trained: Parameters<typeof imageEvaluationSplit>[0]["trained"],
+  imported: boolean,
+  labels: string[] | null,
+  n: number,
+): Promise<Map<string, string | Uint8Array>> {
+  const config = model.config as TextConfig;
+  if (tokenizer === null)
+    throw new InputError(`explore: ${source}: a text model needs its tokenizer (tokenizer.json)`);
+  const request = { who: "explore", data: undefined, trained, imported, seed: 0, n };
+  const reading = { textColumn: undefined, labelColumn: undefined, encoding: undefined };
+  // The same selection and encoding as analyze's (robustness/modelInputs/text.ts).
+  const chosen = await textEvaluationSplit(request, {
+    classes: config.classes,
+    tokenizer,
+    vocabSize: config.vocabSize,
+    maxLength: config.maxLength,
+    labelNames: trained?.labels ?? labels ?? undefined,
+    ...reading,
+  });
+  // The texts themselves, read as the data was read (the checkpoint's columns and encoding).
+  const parsed = parseSpec(chosen.spec, "text");
+  const { texts } = await (parsed.source as TextSource).load(parsed.arg, {
+    textColumn: trained?.textColumn ?? undefined,
+    labelColumn: trained?.labelColumn ?? undefined,
+    encoding: trained?.encoding ?? undefined,
+    labelNames: trained?.labels ?? labels ?? undefined,
+  });
+  const split = chosen.split;
+  const examples = Array.from({ length: split.count }, (_, i) => {
+    const ids = Array.from(
+      split.ids.subarray(i * split.length, i * split.length + split.lengths[i]),
+    );
+    const text = texts[split.indices[i]];
+    // The page tokenizes the text again: it must read the ids analyze reads.
+    if (text === undefined || tokenize(tokenizer, text).ids.join() !== ids.join())
+      throw new Error(
+        `explore: held-out text ${split.indices[i]} of ${chosen.spec} does not encode as the split does`,
+      );
+    return { text, label: split.labels[i], ids };
+  });
+  const scripts = await bundleExplorer();
+  return new Map<string, string | Uint8Array>([
+    ["index.html", explorerHtml(source, "text")],
+    ...scriptFiles(scripts),
+    ["model/config.json", JSON.stringify(config)],
+    ["model/model.safetensors", encodeSafetensors(model.getWeights())],
+    ["model/tokenizer.json", JSON.stringify(tokenizerDocument(tokenizer))],
+    [
+      "model/info.json",
+      JSON.stringify({
+        name: source,
+        kind: "text",
+        split: chosen.info,
+        classNames: trained?.labels ?? labels ?? null,
+        dataLabels: chosen.labelNames,
+      }),
+    ],
+    ["texts.json", JSON.stringify(examples)],
+  ]);
+}
 
 const TYPES: Record<string, string> = {
   wasm: "application/wasm",

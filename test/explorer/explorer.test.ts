@@ -178,6 +178,14 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
       "checkpoint",
       "the digits are the bundled model's held-out test digits",
     );
+    // A text model the page cannot read texts for: a Hugging Face BERT without its tokenizer.json.
+    const noTokenizer = join(dir, "bert-no-tokenizer");
+    mkdirSync(noTokenizer);
+    for (const f of ["config.json", "model.safetensors"])
+      writeFileSync(
+        join(noTokenizer, f),
+        readFileSync(join("test/fixtures/hf/bert-tiny-random", f)),
+      );
     const cases: [string[], RegExp][] = [
       [
         ["explore", "--out", out],
@@ -194,8 +202,8 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
       [["explore", "--force"], /^attnlip: explore: --force only applies with --out DIR$/],
       [["explore", join(dir, "nope")], /^attnlip: checkpoint .*nope: no such folder$/],
       [
-        ["explore", "test/fixtures/hf/bert-tiny-random", "--out", join(dir, "y")],
-        /^attnlip: explore: test\/fixtures\/hf\/bert-tiny-random is a text model; the explorer shows image models/,
+        ["explore", noTokenizer, "--out", join(dir, "y")],
+        /^attnlip: explore: .*bert-no-tokenizer: no tokenizer.json; attnlip reads texts with the model's own tokenizer/,
       ],
     ];
     for (const [args, message] of cases) {
