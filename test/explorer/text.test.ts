@@ -5,12 +5,20 @@
 // prediction and bounds as in Node, an attack on the token embeddings, no errors.
 import { before, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { analyze } from "../../src/analysis/analyze.ts";
-import { explorerFiles, serveExplorer } from "../../src/cli/exploreRun.ts";
+import { serveExplorer } from "../../src/cli/exploreRun.ts";
 import { evaluatedModel } from "../../src/cli/evaluatedModel.ts";
 import {
   inspectText,
@@ -59,7 +67,34 @@ before(async () => {
     checkpoint,
   ]);
   assert.equal(trained.code, 0, trained.stderr);
-  files = await explorerFiles(checkpoint, 3);
+  // The command writes the page as a static folder; the tests serve what it wrote.
+  const site = join(dir, "site");
+  const r = await runAttnlipHere(["explore", checkpoint, "--out", site, "--digits", "3"]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^wrote .*site\/ \(8 files/);
+  files = new Map();
+  const read = (folder: string, prefix: string) => {
+    for (const name of readdirSync(folder)) {
+      const path = join(folder, name);
+      if (statSync(path).isDirectory()) read(path, `${prefix}${name}/`);
+      else
+        files.set(
+          prefix + name,
+          name.endsWith(".safetensors") ? readFileSync(path) : readFileSync(path, "utf8"),
+        );
+    }
+  };
+  read(site, "");
+  assert.deepEqual([...files.keys()].sort(), [
+    "index.html",
+    "model/config.json",
+    "model/info.json",
+    "model/model.safetensors",
+    "model/tokenizer.json",
+    "page.js",
+    "texts.json",
+    "worker.js",
+  ]);
 });
 
 process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
@@ -196,6 +231,21 @@ test("the command's held-out texts are analyze's; inspectText agrees with analyz
     loaded.model.dispose();
     model.dispose();
   }
+});
+
+test("attnlip explore refuses a text model it cannot read texts for with one line, exit 2", async () => {
+  // A BERT folder holding GPT-2's tokenizer.json: more tokens than the model has embeddings.
+  const mixed = join(dir, "bert-with-gpt2-tokenizer");
+  cpSync("test/fixtures/hf/bert-tiny-random", mixed, { recursive: true });
+  cpSync("test/fixtures/hf/gpt2-tiny-random/tokenizer.json", join(mixed, "tokenizer.json"));
+  const r = await runAttnlipHere(["explore", mixed, "--out", join(dir, "refused")]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    /^attnlip: explore: .*tokenizer.json has 300 tokens, the model's word embeddings only 160/,
+  );
+  assert.ok(!existsSync(join(dir, "refused", "index.html")));
 });
 
 test("Hugging Face BERT and GPT-2 tokenizers rebuilt on the page give the folder's ids", async () => {
