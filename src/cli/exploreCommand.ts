@@ -12,17 +12,17 @@ interface ExploreFlags {
 
 /**
  * `attnlip explore [CHECKPOINT]`: the explorer page (src/explorer/) for a ViT (the bundled
- * vit-micro by default), served on localhost until Ctrl-C, or written as a static folder with
- * --out DIR.
+ * vit-micro by default) or a text model, served on localhost until Ctrl-C, or written as a
+ * static folder with --out DIR.
  */
 export function exploreCommand(): Command {
   return new Command("explore")
     .description(
-      "an explorer page in the browser: an attention-row playground (sigma and its bounds), a digit to draw or pick with its prediction, attention maps, every bound beside the true value, and FGSM/PGD as eps grows; heavy work runs in a web worker",
+      "an explorer page in the browser: an attention-row playground (sigma and its bounds), a digit to draw or pick (a text to type or pick, for a text model) with its prediction, attention maps, every bound beside the true value, and FGSM/PGD as eps grows; heavy work runs in a web worker",
     )
     .argument(
       "[checkpoint]",
-      "an attnlip ViT checkpoint or a Hugging Face ViT folder reading 28x28 grey images [the bundled vit-micro trained on MNIST]",
+      "an attnlip ViT or text checkpoint, a Hugging Face ViT folder reading 28x28 grey images, or a Hugging Face BERT / GPT-2 folder with its tokenizer.json [the bundled vit-micro trained on MNIST]",
     )
     .option("--port <n>", "port on localhost; 0 = any free port [8377]")
     .option("--host <name>", "interface to listen on [127.0.0.1: this machine only]")
@@ -31,7 +31,10 @@ export function exploreCommand(): Command {
       "write the page as a static folder (any web server serves it) instead of serving it",
     )
     .option("--force", "with --out: replace an earlier explorer in the folder")
-    .option("--digits <n>", "held-out test digits offered on the page [12]")
+    .option(
+      "--digits <n>",
+      "held-out test digits (texts, for a text model) offered on the page [12]",
+    )
     .action(async (checkpoint: string | undefined, flags: ExploreFlags) => {
       const port = parseNumberFlag(
         flags.port ?? "8377",
