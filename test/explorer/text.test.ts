@@ -71,7 +71,7 @@ before(async () => {
   const site = join(dir, "site");
   const r = await runAttnlipHere(["explore", checkpoint, "--out", site, "--digits", "3"]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^wrote .*site\/ \(8 files/);
+  assert.match(r.stdout, /^wrote .*site\/ \(12 files/);
   files = new Map();
   const read = (folder: string, prefix: string) => {
     for (const name of readdirSync(folder)) {
@@ -80,7 +80,7 @@ before(async () => {
       else
         files.set(
           prefix + name,
-          name.endsWith(".safetensors") ? readFileSync(path) : readFileSync(path, "utf8"),
+          /\.(safetensors|wasm)$/.test(name) ? readFileSync(path) : readFileSync(path, "utf8"),
         );
     }
   };
@@ -93,6 +93,10 @@ before(async () => {
     "model/tokenizer.json",
     "page.js",
     "texts.json",
+    "tfjs-backend-wasm-simd.wasm",
+    "tfjs-backend-wasm-threaded-simd.wasm",
+    "tfjs-backend-wasm.wasm",
+    "webgl.js",
     "worker.js",
   ]);
 });
