@@ -331,23 +331,28 @@ function tridiagonalize(w: Float64Array, m: number, diag: Float64Array, off: Flo
   const v = new Float64Array(m);
   const p = new Float64Array(m);
   for (let k = 0; k < m - 2; k++) {
-    let norm2 = 0;
-    for (let i = k + 1; i < m; i++) norm2 += w[i * m + k] * w[i * m + k];
-    const x0 = w[(k + 1) * m + k];
-    if (norm2 === 0) {
+    // The column is scaled by its largest |entry| before squaring: a column of entries near
+    // 1e-180 (beside entries near 1) would otherwise give denormal or zero squares, and a
+    // reflector that is not orthogonal.
+    let colMax = 0;
+    for (let i = k + 1; i < m; i++) colMax = Math.max(colMax, Math.abs(w[i * m + k]));
+    if (colMax === 0) {
       off[k] = 0;
       continue;
     }
+    let norm2 = 0;
+    for (let i = k + 1; i < m; i++) norm2 += (w[i * m + k] / colMax) ** 2;
+    const x0 = w[(k + 1) * m + k] / colMax;
     const norm = Math.sqrt(norm2);
     const alpha = x0 > 0 ? -norm : norm;
-    // v = x - alpha e1, normalized; H = I - 2 v v^T maps x to alpha e1.
+    // v = x - alpha e1 (x scaled), normalized; H = I - 2 v v^T maps x to alpha colMax e1.
     let vn2 = 0;
     for (let i = k + 1; i < m; i++) {
-      const vi = w[i * m + k] - (i === k + 1 ? alpha : 0);
+      const vi = w[i * m + k] / colMax - (i === k + 1 ? alpha : 0);
       v[i] = vi;
       vn2 += vi * vi;
     }
-    off[k] = alpha;
+    off[k] = alpha * colMax;
     if (vn2 === 0) continue;
     const inv = 1 / Math.sqrt(vn2);
     for (let i = k + 1; i < m; i++) v[i] *= inv;

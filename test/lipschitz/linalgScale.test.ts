@@ -132,3 +132,14 @@ test("euclideanNorm and normalize: no underflow or overflow of the squares", () 
   relClose(euclideanNorm([5e-324, 5e-324]), 5e-324, 1, "subnormal"); // rounding of the result only
   assert.throws(() => euclideanNorm([1, Number.NaN]), RangeError);
 });
+
+test("symMaxEigenvalue and spectralNorm: a column of tiny entries beside entries near 1 (Householder scaled by the column)", () => {
+  // Entries near 1e-160 square to subnormals; an unscaled reflector is then not orthogonal and
+  // the eigenvalue was wrong (found on an L2-attention Jacobian with saturated rows).
+  for (const t of [1e-150, 1e-160, 1e-170, 1e-200]) {
+    const a = [1, t, 3 * t, 0, t, 2, 0, 0, 3 * t, 0, 3, 0, 0, 0, 0, 0.5];
+    relClose(symMaxEigenvalue(a, 4), 3, 1e-14, `symMaxEigenvalue, tiny ${t}`);
+    const m = [1, 0, t, 0, 2, 0, 2 * t, 0, 1.5];
+    relClose(spectralNorm(m, 3, 3), 2, 1e-14, `spectralNorm, tiny ${t}`);
+  }
+});
