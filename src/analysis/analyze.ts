@@ -240,8 +240,9 @@ export interface AnalyzeOptions {
   /** MLP value composed into block bounds ("local", exact, by default). */
   mlp?: NetworkBoundsOptions["mlp"];
   /**
-   * The head variants to compute (default HEAD_VARIANTS, and `kim` too for an L2-attention model;
-   * leaving out `cov` skips its costly exact query path; `kim` on a dot-product model throws).
+   * The head variants to compute (default HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` too for
+   * an L2-attention model; leaving out `cov` skips its costly exact query path; an L2 variant on
+   * a dot-product model throws).
    */
   variants?: NetworkBoundsOptions["variants"];
   /** Padding mask [batch, n] for text models (1 = real token). */

@@ -117,7 +117,7 @@ export function analyzeCommand(): Command {
     )
     .option(
       "--variants <list>",
-      `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences; kim (Kim et al.'s global bound) is for L2-attention models only [all that apply: kim only with L2 attention]`,
+      `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences (l2-cov likewise for L2 attention); l2-dist, l2-cov (local) and kim (Kim et al.'s global bound) are for L2-attention models only [all that apply: the l2 variants and kim only with L2 attention]`,
     )
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")

@@ -106,7 +106,8 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
 
 /**
  * The variants computed over a trace when none are asked for: HEAD_VARIANTS and every variant a
- * kind in the trace adds (its spec's `extraVariants`; L2 attention: `kim`), in ALL_VARIANTS order.
+ * kind in the trace adds (its spec's `extraVariants`; L2 attention: `l2-dist`, `l2-cov`, `kim`), in
+ * ALL_VARIANTS order.
  *
  * @throws Error naming an unknown kind.
  * @example traceDefaultVariants(l2ModelTrace.layers).includes("kim") // true
@@ -136,7 +137,8 @@ export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVarian
  *   Tensors are read, not disposed.
  * @param options.mlp "local" (default) or "relaxed" (see networkBounds).
  * @param options.variants the head variants to compute (default {@link traceDefaultVariants}:
- *   HEAD_VARIANTS, and `kim` when the trace holds L2 attention; see checkVariants).
+ *   HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` when the trace holds L2 attention; see
+ *   checkVariants).
  * @returns one {@link ComposedExample} per example.
  * @throws Error naming an unknown kind, a missing role or a missing weight; RangeError when the
  *   trace holds no tensor, batch sizes disagree, or a rule rejects its layer.

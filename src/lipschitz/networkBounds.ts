@@ -68,9 +68,10 @@ export interface NetworkBoundsOptions {
    */
   mlp?: "local" | "relaxed";
   /**
-   * The head variants to compute (default HEAD_VARIANTS, and `kim` for a model with L2
-   * attention: traceDefaultVariants). Asking for `kim` on dot-product attention throws (it is not
-   * globally Lipschitz, Kim et al. 2021 Theorem 3.1). Leaving out `cov` skips its
+   * The head variants to compute (default HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` for a
+   * model with L2 attention: traceDefaultVariants). Asking for `kim` on dot-product attention
+   * throws (it is not globally Lipschitz, Kim et al. 2021 Theorem 3.1), and so does asking for
+   * `l2-dist` or `l2-cov` (derived for L2 scores). Leaving out `cov` skips its
    * exact query path, the dominant cost on long sequences (O(n^2 d_k^2) per head).
    */
   variants?: readonly HeadVariant[];

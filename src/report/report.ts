@@ -81,6 +81,10 @@ const VARIANT_NOTES: Record<string, string> = {
   fused:
     "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
   castin: "prior art: a ball bound (Castin et al.)",
+  "l2-dist":
+    "L2 attention only: local bound at the input, each row's sigma and norms (docs/math.md section 2, Local bounds of L2 attention)",
+  "l2-cov":
+    "L2 attention only: local bound at the input, each row's query path exact (covariance of the queries under the row's attention)",
   kim: "L2 attention only: Kim et al.'s global bound of the attention layer (Theorem 3.2), composed with the other layers' local rules",
   "composition floor":
     "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",

@@ -5,11 +5,13 @@ import { spectralNorm } from "../../src/lipschitz/linalg.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 
 /**
- * d out / d x of L2 attention at x [n, d] (no mask): per head q_j = x_j W^{Q,h},
- * s_ij = -||q_i - q_j||^2 / sqrt(d_k), P = rowsoftmax(s), v_j = q_j M_h (M_h =
- * W^{Q,h}^T W^{V,h} / sqrt(d_k)), out = [P_h V_h]_h W_O (+ biases, which do not move it).
+ * d out / d x of L2 attention at x [n, d]: per head q_j = x_j W^{Q,h},
+ * s_ij = -||q_i - q_j||^2 / sqrt(d_k), P = rowsoftmax(s) over the allowed keys (masked entries
+ * 0, a row with no allowed key 0), v_j = q_j M_h (M_h = W^{Q,h}^T W^{V,h} / sqrt(d_k)),
+ * out = [P_h V_h]_h W_O (+ biases, which do not move it).
  *
  * @param params wq, wv, wo [d, d] (bv, bo ignored: constants).
+ * @param allowed optional [n * n] (row = query), nonzero = may attend; absent = all.
  * @returns J [(n d) x (n d)] row-major, J[r][c] = d out_r / d x_c.
  * @example spectralNorm(l2Jacobian64(x, 4, 2, params), 4 * d, 4 * d)
  */
@@ -18,6 +20,7 @@ export function l2Jacobian64(
   n: number,
   heads: number,
   params: Readonly<Record<string, NamedArray>>,
+  allowed?: ArrayLike<number>,
 ): Float64Array {
   const d = params.wq.shape[0];
   const dk = d / heads;
@@ -51,17 +54,20 @@ export function l2Jacobian64(
   const P = new Float64Array(heads * n * n);
   for (let h = 0; h < heads; h++)
     for (let i = 0; i < n; i++) {
-      const s = new Float64Array(n);
+      const s = new Float64Array(n).fill(-Infinity);
       let max = -Infinity;
       for (let j = 0; j < n; j++) {
+        if (allowed && !allowed[i * n + j]) continue;
         let dist = 0;
         for (let c = 0; c < dk; c++) dist += (Q[i * d + h * dk + c] - Q[j * d + h * dk + c]) ** 2;
         s[j] = -dist / sq;
         max = Math.max(max, s[j]);
       }
+      if (max === -Infinity) continue;
       let z = 0;
-      for (let j = 0; j < n; j++) z += Math.exp(s[j] - max);
-      for (let j = 0; j < n; j++) P[(h * n + i) * n + j] = Math.exp(s[j] - max) / z;
+      for (let j = 0; j < n; j++) z += s[j] === -Infinity ? 0 : Math.exp(s[j] - max);
+      for (let j = 0; j < n; j++)
+        P[(h * n + i) * n + j] = s[j] === -Infinity ? 0 : Math.exp(s[j] - max) / z;
     }
   const nd = n * d;
   const J = new Float64Array(nd * nd);
@@ -118,9 +124,10 @@ export function l2LocalLipschitz64(
   n: number,
   heads: number,
   params: Readonly<Record<string, NamedArray>>,
+  allowed?: ArrayLike<number>,
 ): number {
   return spectralNorm(
-    l2Jacobian64(x, n, heads, params),
+    l2Jacobian64(x, n, heads, params, allowed),
     n * params.wq.shape[0],
     n * params.wq.shape[0],
   );

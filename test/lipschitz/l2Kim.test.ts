@@ -2,7 +2,8 @@
 // section 2, "L2 self-attention"): Lambert W, the bound against float64 Jacobian norms on random
 // inputs at radii to 1e3 and on inputs found by gradient ascent, the L2 layer's local constant
 // bounded in the radius where dot-product attention's grows, and `kim` in an L2 model's network
-// bounds (the local variants Infinity with the note; masked keys and dot-product layers refused).
+// bounds (the dot-product variants Infinity with the note; masked keys and dot-product layers
+// refused; the L2 local variants: l2Local.test.ts).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { tf, useBackend } from "../../src/backend.ts";
@@ -200,13 +201,13 @@ test("L2 attention's local constant stays bounded as the radius grows; dot-produ
   assert.ok(dot[3] > 1e4 * dot[0] && dot[3] > 100 * kim, msg);
 });
 
-test("an L2 model: kim for its attention, blocks and network (>= the true values), the local variants Infinity with the note", () => {
+test("an L2 model: kim for its attention, blocks and network (>= the true values), the dot-product variants Infinity with the note", () => {
   const model = createModel("vit-micro-l2", 2);
   const x = tf.randomUniform([1, 28, 28, 1], 0, 1, "float32", 3);
   const { logits, trace } = model.forward(x, { trace: true });
   logits.dispose();
   const report = networkBounds(model, trace!);
-  assert.deepEqual(report.variants, [...HEAD_VARIANTS, "kim"]);
+  assert.deepEqual(report.variants, [...HEAD_VARIANTS, "l2-dist", "l2-cov", "kim"]);
   const ex = report.examples[0];
   const attnInput = trace!.blocks[0].attnInput;
   const weights = model.getWeights();

@@ -3,7 +3,7 @@ import type { tf } from "../../backend.ts";
 import {
   attentionHeadBounds,
   headWeightNorms,
-  KIM_DOT_REFUSED,
+  refuseL2Variants,
   inputNorms,
   type HeadNorms,
   type PreRowwise,
@@ -105,9 +105,9 @@ function attentionRule(
   layer: LayerView<AttentionPrepared>,
   pres?: PreRowwise[],
 ): { value: VariantValues; detail: AttentionDetail } {
-  // Dot-product attention is not globally Lipschitz (Kim et al. 2021, Theorem 3.1): no `kim`.
-  if (layer.options.variants.includes("kim"))
-    throw new RangeError(`${layer.name}: ${KIM_DOT_REFUSED}`);
+  // Dot-product attention is not globally Lipschitz (Kim et al. 2021, Theorem 3.1): no `kim`;
+  // and the L2 local variants are derived for L2 scores.
+  refuseL2Variants(layer.options.variants, layer.name);
   const x = input(layer);
   const [n, d] = x.shape;
   const q = extra(layer, "q");

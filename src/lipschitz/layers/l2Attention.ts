@@ -1,24 +1,30 @@
 import type { tf } from "../../backend.ts";
 import { l2MultiHeadAttention } from "../../nn/l2Attention.ts";
 import type { NamedArray } from "../../nn/params.ts";
-import { headRowStats, type VariantValues } from "../rules/attentionHead.ts";
+import {
+  headRowStats,
+  L2_LOCAL_VARIANTS,
+  L2_VARIANTS,
+  type VariantValues,
+} from "../rules/attentionHead.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { kimHeadBound } from "../rules/kim.ts";
+import { l2HeadBounds, l2HeadWeights, type L2HeadWeights } from "../rules/l2Head.ts";
 import { spectralNorm } from "../linalg.ts";
 import { attentionStats, type AttentionDetail } from "./attention.ts";
 import { extra, input, perVariant, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
- * Why an L2-attention layer has no value for the local variants: the `note` of its rule's detail,
- * which analyses print beside their tables (one sentence, no final period).
+ * Why an L2-attention layer has no value for the dot-product variants: the `note` of its rule's
+ * detail, which analyses print beside their tables (one sentence, no final period).
  */
 export const L2_NO_BOUND =
-  'L2 attention: the local variants are derived for dot-product scores and do not hold for L2 scores, so they give the vacuous bound Infinity for its layers, the blocks holding them and the network; variant kim is Kim et al.\'s global bound of the layer (docs/math.md section 2, "L2 self-attention")';
+  'L2 attention: the dot-product variants (paper, t3-*, dist, cov, fused, castin) are derived for dot-product scores and do not hold for L2 scores, so they give the vacuous bound Infinity for its layers, the blocks holding them and the network; l2-dist and l2-cov are its local bounds (of the Jacobian at this input), kim is Kim et al.\'s global bound of the layer (docs/math.md section 2, "L2 self-attention" and "Local bounds of L2 attention")';
 
 /** The note of an L2-attention layer with masked keys, for which `kim` is Infinity too. */
 export const KIM_MASKED =
-  'L2 attention with masked keys (padding or causal): variant kim is Infinity too, since Kim et al.\'s Theorem 3.2 is for unmasked attention, and a padded query row that is not among its own keys makes the layer not globally Lipschitz (docs/math.md section 2, "L2 self-attention")';
+  'L2 attention with masked keys (padding or causal): the dot-product variants are Infinity (they do not hold for L2 scores) and so is kim, since Kim et al.\'s Theorem 3.2 is for unmasked attention, and a padded query row that is not among its own keys makes the layer not globally Lipschitz; l2-dist and l2-cov hold with masks (docs/math.md section 2, "L2 self-attention" and "Local bounds of L2 attention")';
 
 /** Weight norms of an L2-attention layer (input-independent, cached by the driver). */
 export interface L2Prepared {
@@ -29,6 +35,8 @@ export interface L2Prepared {
   wv: number[];
   /** ||W_O||_2. */
   wo: number;
+  /** Per head, the weight quantities of the local variants (rules/l2Head.ts). */
+  local: L2HeadWeights[];
 }
 
 /**
@@ -130,17 +138,21 @@ function columns(m: NamedArray, h: number, dk: number): Float64Array {
  * W_K, tied, also in the value map), wv, wo [d, d], bo [d], optional bv [d]; setting `heads`;
  * extras q, k (the same values as q), v (the values X A^h W^{V,h} + b_V[h]) [b, H, n, d_k] and
  * p [b, H, n, n].
- * Rule: `kim`, Kim et al.'s Theorem 3.2 (rules/kim.ts), per head kimHeadBound(N, d_k,
- * ||W^{Q,h}||, ||W^{V,h}||) and for the layer ||W_O|| (sum_h kim_h^2)^(1/2): a bound on the
- * layer's Lipschitz constant over ALL inputs, hence on ||Df(X)|| at this one; Infinity with the
- * note {@link KIM_MASKED} when keys are masked. Every local variant gives the vacuous bound
- * Infinity ({@link L2_NO_BOUND}). `detail` holds each head's values with its attention
- * statistics over the real rows, as the dot-product kind's, and `note`.
+ * Rule, per head and then ||W_O|| (sum_h L_h^2)^(1/2) per variant:
+ * - `l2-dist`, `l2-cov` (rules/l2Head.ts; docs/math.md section 2, "Local bounds of L2
+ *   attention"): bounds on ||Df(X)|| at this input X only, from Q = X W^{Q,h} and P recomputed
+ *   in float64 from the traced input (l2Attention64), with masks;
+ * - `kim`, Kim et al.'s Theorem 3.2 (rules/kim.ts), per head kimHeadBound(N, d_k,
+ *   ||W^{Q,h}||, ||W^{V,h}||): a bound on the layer's Lipschitz constant over ALL inputs, hence
+ *   on ||Df(X)|| at this one; Infinity with the note {@link KIM_MASKED} when keys are masked;
+ * - every dot-product variant gives the vacuous bound Infinity ({@link L2_NO_BOUND}).
+ * `detail` holds each head's values with its attention statistics over the real rows, as the
+ * dot-product kind's, and `note`.
  */
 export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
   kind: "l2Attention",
   params: { required: ["wq", "wv", "wo", "bo"], optional: ["bv"] },
-  extraVariants: ["kim"],
+  extraVariants: L2_VARIANTS,
   forward(x, ctx) {
     const p = ctx.params;
     const r = l2MultiHeadAttention(
@@ -168,6 +180,9 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
       wq: Array.from({ length: heads }, (_, h) => norm(params.wq, h)),
       wv: Array.from({ length: heads }, (_, h) => norm(params.wv, h)),
       wo: spectralNorm(params.wo.data, d, d),
+      local: Array.from({ length: heads }, (_, h) =>
+        l2HeadWeights(columns(params.wq, h, dk), columns(params.wv, h, dk), d, dk),
+      ),
     };
   },
   globalBounds: ({ dk, wq, wv, wo }, n) => [
@@ -180,17 +195,41 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
     },
   ],
   rule(layer) {
-    const [n] = input(layer).shape;
+    const x = input(layer);
+    const [n, d] = x.shape;
     const p = extra(layer, "p");
-    const { dk, wq, wv, wo } = layer.prepared;
+    const { dk, wq, wv, wo, local } = layer.prepared;
     const heads = wq.length;
-    const masked = layer.mask.allowed?.some((a) => !a) ?? false;
+    const allowed = layer.mask.allowed;
+    const masked = allowed?.some((a) => !a) ?? false;
     const variants = layer.options.variants;
+    const localWanted = L2_LOCAL_VARIANTS.filter((v) => variants.includes(v));
+    // The local variants at this input: Q = X W_Q and P in float64 from the traced input.
+    const localValues: Partial<Record<string, number>>[] = [];
+    if (localWanted.length > 0) {
+      const p64 = l2Attention64(x.data, n, heads, layer.params, allowed).p;
+      const w = layer.params.wq.data;
+      for (let h = 0; h < heads; h++) {
+        const q = new Float64Array(n * dk);
+        for (let i = 0; i < n; i++)
+          for (let a = 0; a < dk; a++) {
+            let s = 0;
+            for (let t = 0; t < d; t++) s += x.data[i * d + t] * w[t * d + h * dk + a];
+            q[i * dk + a] = s;
+          }
+        const r = l2HeadBounds(
+          { n, q, p: p64.subarray(h * n * n, (h + 1) * n * n), allowed },
+          local[h],
+          localWanted,
+        );
+        localValues.push(r.values);
+      }
+    }
     const headValues = wq.map((nq, h) =>
-      perVariant(
-        (v) => (v === "kim" && !masked ? kimHeadBound(n, dk, nq, wv[h]) : Infinity),
-        variants,
-      ),
+      perVariant((v) => {
+        if (v === "kim") return masked ? Infinity : kimHeadBound(n, dk, nq, wv[h]);
+        return localValues[h]?.[v] ?? Infinity;
+      }, variants),
     );
     const detail: AttentionDetail & { note: string } = {
       note: masked ? KIM_MASKED : L2_NO_BOUND,

@@ -128,7 +128,8 @@ export interface LayerKindSpec<P = unknown> {
   composite?: boolean;
   /**
    * Variants beyond HEAD_VARIANTS that this kind computes, added to the default variant list
-   * when a trace holds the kind (L2 attention: `kim`, its global bound).
+   * when a trace holds the kind (L2 attention: `l2-dist`, `l2-cov`, its local bounds, and `kim`,
+   * its global bound).
    */
   extraVariants?: readonly HeadVariant[];
   /** The tfjs forward, input [b, ...] -> output [b, ...]. */

@@ -37,19 +37,33 @@ export const HEAD_VARIANTS = [
 ] as const;
 
 /**
- * Every variant name: {@link HEAD_VARIANTS} and `kim`, Kim et al.'s global bound of L2 attention
- * (ICML 2021, Theorem 3.2; docs/math.md section 2, "L2 self-attention"). `kim` exists for L2
- * attention only: dot-product attention is not globally Lipschitz (their Theorem 3.1), so its
- * rule refuses `kim`.
+ * The local variants of L2 self-attention (docs/math.md section 2, "Local bounds of L2
+ * attention"; src/lipschitz/rules/l2Head.ts): `l2-dist` (each row's sigma and norms) and `l2-cov`
+ * (row-exact query path). They bound ||Df(X)|| at the input X of an L2 layer; their score path is
+ * derived for L2 scores, so dot-product layers refuse them.
  */
-export const ALL_VARIANTS = [...HEAD_VARIANTS, "kim"] as const;
+export const L2_LOCAL_VARIANTS = ["l2-dist", "l2-cov"] as const;
+
+/**
+ * The variants of L2 self-attention: {@link L2_LOCAL_VARIANTS} and `kim`, Kim et al.'s global
+ * bound (ICML 2021, Theorem 3.2; docs/math.md section 2, "L2 self-attention").
+ */
+export const L2_VARIANTS = [...L2_LOCAL_VARIANTS, "kim"] as const;
+
+/**
+ * Every variant name: {@link HEAD_VARIANTS} and {@link L2_VARIANTS}. The L2 variants exist for
+ * L2 attention only: dot-product attention is not globally Lipschitz (Kim et al. Theorem 3.1),
+ * so its rule refuses `kim`, and the local L2 variants are derived for L2 scores, so it refuses
+ * them too. An L2 layer gives the dot-product variants the vacuous bound Infinity.
+ */
+export const ALL_VARIANTS = [...HEAD_VARIANTS, ...L2_VARIANTS] as const;
 
 /** One of {@link ALL_VARIANTS}. */
 export type HeadVariant = (typeof ALL_VARIANTS)[number];
 
 /**
- * The variants computed when none are asked for: {@link HEAD_VARIANTS}, and `kim` too when the
- * model has L2 attention.
+ * The variants computed when none are asked for: {@link HEAD_VARIANTS}, and the L2 variants
+ * (`l2-dist`, `l2-cov`, `kim`) too when the model has L2 attention.
  *
  * @example defaultVariants(true).at(-1) // "kim"
  */
@@ -85,6 +99,25 @@ export function checkVariants(variants: readonly string[], who: string): HeadVar
  */
 export const KIM_DOT_REFUSED =
   'variant "kim" (Kim et al. 2021, Theorem 3.2) bounds L2 attention only: dot-product attention is not globally Lipschitz (Kim et al. Theorem 3.1), so it has no global bound; ask for the local variants';
+
+/**
+ * Why dot-product attention has no `l2-dist` or `l2-cov` value: the message of the RangeError its
+ * rules throw when one is asked for (prefixed by the layer's name).
+ */
+export const L2_LOCAL_DOT_REFUSED =
+  'variants "l2-dist" and "l2-cov" bound L2 attention only: their score paths are derived for the scores -||q_i - q_j||^2 / sqrt(d_k) with tied queries and keys (docs/math.md section 2, "Local bounds of L2 attention"); for dot-product attention ask for its own variants (dist, cov, fused, ...)';
+
+/**
+ * Throws the RangeError of {@link KIM_DOT_REFUSED} or {@link L2_LOCAL_DOT_REFUSED} when `variants`
+ * holds an L2 variant (dot-product attention's rules call it).
+ *
+ * @throws RangeError `WHO: ...`.
+ */
+export function refuseL2Variants(variants: readonly HeadVariant[], who: string): void {
+  if (variants.includes("kim")) throw new RangeError(`${who}: ${KIM_DOT_REFUSED}`);
+  if (variants.some((v) => (L2_LOCAL_VARIANTS as readonly string[]).includes(v)))
+    throw new RangeError(`${who}: ${L2_LOCAL_DOT_REFUSED}`);
+}
 
 /** A value per head variant. */
 export type VariantValues = Record<HeadVariant, number>;
@@ -376,7 +409,7 @@ export function attentionHeadBounds(
   options: { variants?: readonly HeadVariant[]; pre?: PreRowwise } = {},
 ): HeadBounds {
   const wanted = options.variants ?? HEAD_VARIANTS;
-  if (wanted.includes("kim")) throw new RangeError(`attention head: ${KIM_DOT_REFUSED}`);
+  refuseL2Variants(wanted, "attention head");
   const { n } = act;
   const { d, dk } = norms;
   const { q: q0, k: k0, v: v0, p: p0, allowed: allowed0 } = act;

@@ -4,6 +4,9 @@ export {
   defaultVariants,
   checkVariants,
   KIM_DOT_REFUSED,
+  L2_LOCAL_DOT_REFUSED,
+  L2_LOCAL_VARIANTS,
+  L2_VARIANTS,
   attentionHeadBounds,
   headWeightNorms,
   headRowStats,
@@ -20,6 +23,13 @@ export {
 } from "./attentionHead.ts";
 export { attentionLayerBound } from "./attentionLayer.ts";
 export { kimHeadBound, kimPhiInverse } from "./kim.ts";
+export {
+  l2HeadBounds,
+  l2HeadWeights,
+  type L2HeadBounds,
+  type L2HeadParts,
+  type L2HeadWeights,
+} from "./l2Head.ts";
 export { lambertW0 } from "./lambertW.ts";
 export { layerNormBound, type LayerNormBound } from "./layerNorm.ts";
 export { mlpBound, type MlpBound } from "./mlp.ts";
