@@ -85,12 +85,15 @@ export interface L2HeadParts {
   queryDist: number;
   /** `l2-cov`'s query path: c max_i ||W C_i M|| (exact for the query path); NaN without l2-cov. */
   queryCov: number;
-  /** `l2-dist`'s key path: the smaller of the two sigma forms (D1, D3). */
+  /** `l2-dist`'s key path: the smallest of D1, D3 (sigma) and D4 (spread). */
   keyDist: number;
   /** `l2-cov`'s key path: the smallest of K1, K2, K3 and keyDist; NaN without l2-cov. */
   keyCov: number;
-  /** The key-path forms (c included): D1, D3 (sigma), K1, K2, K3 (row-exact; NaN without l2-cov). */
-  keyForms: { d1: number; d3: number; k1: number; k2: number; k3: number };
+  /**
+   * The key-path forms (c included): D1, D3 (sigma), D4 (spread), K1, K2, K3 (row-exact; NaN
+   * without l2-cov).
+   */
+  keyForms: { d1: number; d3: number; d4: number; k1: number; k2: number; k3: number };
   /** ||P||_2, ||W Q_c^T||_2 and ||V_c||_2 (centred over the active keys). */
   p: number;
   wQc: number;
@@ -112,8 +115,9 @@ export interface L2HeadBounds {
  * - value path (both): ||P||_2 ||A W_V||_2;
  * - query path: `l2-dist` c max_i min(s_i ||W Q_c^T|| ||V_c||, ||W|| ||M|| t_i), t_i the
  *   P_i-weighted spread sum_j P_ij ||q_j - qbar_i||^2; `l2-cov` c max_i ||W C_i M|| (exact);
- * - key path: `l2-dist` c ||V_c|| min(max_j (sum_i s_i^2 rho_ij^2)^(1/2),
- *   max_j (sum_i s_i P_ij rho_ij^2)^(1/2)); `l2-cov` the smallest of that and
+ * - key path: `l2-dist` the smallest of c ||V_c|| max_j (sum_i s_i^2 rho_ij^2)^(1/2),
+ *   c ||V_c|| max_j (sum_i s_i P_ij rho_ij^2)^(1/2) and c ||M|| max_j (sum_i t_i P_ij rho_ij^2)^(1/2);
+ *   `l2-cov` the smallest of that and
  *   K1 = ||K||_2 with K_ij = c P_ij rho_ij ||v_j - vbar_i||,
  *   K2 = c (sum_i lambda_max(sum_j P_ij^2 rho_ij^2 (v_j - vbar_i)(v_j - vbar_i)^T))^(1/2),
  *   K3 = c max_j (sum_i ||Cov_i(v)|| P_ij rho_ij^2)^(1/2), Cov_i(v) = sum_j P_ij (v_j - vbar_i)(..)^T.
@@ -203,6 +207,7 @@ export function l2HeadBounds(
   const rho2 = new Float64Array(n * n);
   const kMat = new Float64Array(exact ? n * n : 0);
   const covV = new Float64Array(n); // ||Cov_i(v)||
+  const spreads = new Float64Array(n); // t_i = tr sum_j P_ij dq dq^T
   let queryDist = 0;
   let queryCov2 = 0;
   let pairSum = 0;
@@ -272,6 +277,7 @@ export function l2HeadBounds(
       qbarQi += (qbar[a] - q[i * dk + a]) ** 2;
       qbar2 += qbar[a] * qbar[a];
     }
+    spreads[i] = spread;
     // ||C_i'|| <= its trace part plus the rank-one correction's norm.
     const ti = spread + Math.abs(rest) * Math.sqrt(qbarQi * qbar2);
     queryDist = Math.max(queryDist, c * Math.min(rows.exact[i] * wQc * vc, w.w * w.mNorm * ti));
@@ -289,11 +295,13 @@ export function l2HeadBounds(
   // Key-path sums over the query rows i for each key j.
   let d1 = 0;
   let d3 = 0;
+  let d4 = 0;
   let k3 = 0;
   for (let j = 0; j < n; j++) {
     let s1 = 0;
     let s3 = 0;
     let s4 = 0;
+    let s5 = 0;
     for (let i = 0; i < n; i++) {
       const pij = pm[i * n + j];
       if (pij === 0 || !rows.live[i]) continue;
@@ -302,19 +310,23 @@ export function l2HeadBounds(
       s1 += s * s * r2;
       s3 += s * pij * r2;
       s4 += covV[i] * pij * r2;
+      s5 += spreads[i] * pij * r2;
     }
     d1 = Math.max(d1, s1);
     d3 = Math.max(d3, s3);
+    d4 = Math.max(d4, s5);
     k3 = Math.max(k3, s4);
   }
   const forms = {
     d1: c * vc * Math.sqrt(d1),
     d3: c * vc * Math.sqrt(d3),
+    // ||Cov_i(v)|| = ||M^T C_i M|| <= ||M||^2 t_i.
+    d4: c * w.mNorm * Math.sqrt(d4),
     k1: exact ? spectralNorm(kMat, n, n) : NaN,
     k2: exact ? c * Math.sqrt(pairSum) : NaN,
     k3: exact ? c * Math.sqrt(k3) : NaN,
   };
-  const keyDist = Math.min(forms.d1, forms.d3);
+  const keyDist = Math.min(forms.d1, forms.d3, forms.d4);
   const keyCov = exact ? Math.min(keyDist, forms.k1, forms.k2, forms.k3) : NaN;
   // The exact query path is at most l2-dist's (docs/math.md); the min keeps it so in rounding.
   const queryCov = exact ? Math.min(c * Math.sqrt(queryCov2), queryDist) : NaN;
