@@ -210,7 +210,7 @@ test("attnlip analyze rejects bad input with exit 2 and one line", async () => {
     [["analyze", "--random-init", "--model", "vit-huge"], /--model: .*vit-tiny/],
     [["analyze", "--random-init", "--data", "nope"], /data/i],
     [["analyze", "--random-init", "--backend", "gpu"], /gpu/],
-    [["analyze", "--random-init", "--variants", "paper,bogus"], /^attnlip: analyze: --variants: unknown variant "bogus" \(known: paper, t3-one, .*castin, kim\)$/],
+    [["analyze", "--random-init", "--variants", "paper,bogus"], /^attnlip: analyze: --variants: unknown variant "bogus" \(known: paper, t3-one, .*castin, l2-dist, l2-cov, kim\)$/],
     [["analyze", "--random-init", "--variants", "dist,dist"], /^attnlip: analyze: --variants: "dist" is listed twice$/],
     [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: must be variant names separated by commas, got ","$/],
     [["analyze", "--random-init", "--variants", "paper,"], /^attnlip: analyze: --variants: must be variant names separated by commas, got "paper,"$/],
