@@ -450,7 +450,9 @@ test(
       );
 
       // Other tfjs backends: wasm (its .wasm files served beside the page) computes what Node's
-      // wasm backend computes; WebGL (SwiftShader here) float32 on a GPU, to float32 rounding.
+      // wasm backend computes. WebGL: the worker loads webgl.js and starts the backend; its
+      // numbers are checked in test/browser/core.test.ts (a whole analysis on Chromium's
+      // software WebGL compiles many shaders: ~20 s of CPU).
       const hfConfig = JSON.parse(readFileSync(join(hfDir, "config.json"), "utf8"));
       const hfWeights = readFileSync(join(hfDir, "model.safetensors"));
       await page.selectOption("#backend", "wasm");
@@ -460,9 +462,9 @@ test(
         tolerance: 1e-9,
       });
       await page.selectOption("#backend", "webgl");
-      await analysed(page, 7);
-      assert.equal(await page.getAttribute("body", "data-backend"), "webgl");
-      await sameAsNode(page, hfConfig, hfWeights, "WebGL backend", { tolerance: 1e-4 });
+      await page.waitForFunction(() => document.body.dataset.backend === "webgl", undefined, {
+        timeout: 60_000,
+      });
       await useBackend("cpu");
       assert.deepEqual(problems, []);
     } finally {
