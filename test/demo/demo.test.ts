@@ -1,17 +1,23 @@
 import { test } from "node:test";
 import { nearChanceNote, type DemoRunSummary } from "../../src/cli/demoRun.ts";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 test("attnlip demo --quick trains both models, analyses, attacks and writes the report; a rerun replaces it", async () => {
   const out = join(mkdtempSync(join(tmpdir(), "attnlip-demo-")), "demo");
-  for (let round = 0; round < 2; round++) {
-    // The first run as a user runs it; the rerun in this process (no second start-up).
-    const args = ["demo", "--quick", "--out", out];
-    const r = round === 0 ? runAttnlip(args, { timeoutMs: 300_000 }) : await runAttnlipHere(args);
+  // An earlier run's results in the folder (a stale checkpoint folder with a file the demo does
+  // not write, an old summary): the run replaces them, as a rerun of the demo does.
+  for (const run of ["baseline", "jasmin"]) {
+    mkdirSync(join(out, run), { recursive: true });
+    writeFileSync(join(out, run, "config.json"), "{}");
+    writeFileSync(join(out, run, "stale.txt"), "from an earlier run");
+  }
+  writeFileSync(join(out, "summary.json"), '{"runs": []}');
+  {
+    const r = runAttnlip(["demo", "--quick", "--out", out], { timeoutMs: 300_000 });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /median network Lipschitz, true/);
     assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
@@ -26,6 +32,11 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
       r.stdout,
     );
   }
+  for (const run of ["baseline", "jasmin"])
+    assert.ok(
+      !existsSync(join(out, run, "stale.txt")),
+      `${run}: the earlier run's folder was replaced`,
+    );
   for (const run of ["baseline", "jasmin"])
     for (const file of [
       "config.json",
@@ -50,7 +61,10 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
   assert.match(html, /<svg/);
   assert.doesNotMatch(html, /https?:\/\//);
   // The demo's checkpoints open in the explorer; the report gives the command for each.
-  assert.match(html, /<code>attnlip explore [^<]*baseline<\/code>, <code>attnlip explore [^<]*jasmin<\/code>/);
+  assert.match(
+    html,
+    /<code>attnlip explore [^<]*baseline<\/code>, <code>attnlip explore [^<]*jasmin<\/code>/,
+  );
 });
 
 test("nearChanceNote: within a quarter of the way from chance to 100% gets the note, naming the runs; above gets none", () => {
