@@ -272,6 +272,8 @@ export interface TextBatch {
   size: number;
   /** Columns: the longest row's real tokens in this batch. */
   length: number;
+  /** Each row's real tokens, [size] (the rest of the row is padding, whatever its id). */
+  lengths: Int32Array;
 }
 
 /**
@@ -300,24 +302,34 @@ export function* textBatches(
     const length = Math.max(1, ...rows.map((i) => split.lengths[i]));
     const ids = new Int32Array(size * length);
     const labels = new Int32Array(size);
+    const lengths = new Int32Array(size);
     rows.forEach((idx, k) => {
       ids.set(split.ids.subarray(idx * split.length, idx * split.length + length), k * length);
       labels[k] = split.labels[idx];
+      lengths[k] = split.lengths[idx];
     });
-    yield { ids, labels, size, length };
+    yield { ids, labels, size, length, lengths };
   }
 }
 
 /**
  * A batch's tensors: ids int32 [size, length] and the padding mask float32 [size, length]
- * (1 = real token, 0 = [PAD]). The caller disposes both.
+ * (1 = real token, 0 = padding). The mask comes from each row's length when the batch gives
+ * them, so a tokenizer whose padding id is also a real token's (GPT-2 pads with its
+ * end-of-text id, and its id 0 is "!") is masked right; without lengths, [PAD] (id 0) is padding.
+ * The caller disposes both.
  */
-export function textBatchTensors(batch: Pick<TextBatch, "ids" | "size" | "length">): {
+export function textBatchTensors(
+  batch: Pick<TextBatch, "ids" | "size" | "length"> & { lengths?: Int32Array },
+): {
   ids: tf.Tensor2D;
   mask: tf.Tensor2D;
 } {
   const mask = new Float32Array(batch.ids.length);
-  for (let i = 0; i < mask.length; i++) mask[i] = batch.ids[i] === PAD_ID ? 0 : 1;
+  if (batch.lengths !== undefined)
+    for (let r = 0; r < batch.size; r++)
+      mask.fill(1, r * batch.length, r * batch.length + Math.min(batch.lengths[r], batch.length));
+  else for (let i = 0; i < mask.length; i++) mask[i] = batch.ids[i] === PAD_ID ? 0 : 1;
   return {
     ids: tf.tensor2d(batch.ids, [batch.size, batch.length], "int32"),
     mask: tf.tensor2d(mask, [batch.size, batch.length], "float32"),
