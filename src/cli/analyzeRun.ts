@@ -170,6 +170,8 @@ async function analyzeAndWrite(
       truth: { heads: run.headTruth, blocks: run.blockTruth },
       onProgress: progress.onProgress,
     });
+  } catch (e) {
+    asInputError(e); // e.g. an L2 variant asked of dot-product attention: "analyze: --variants ..."
   } finally {
     inputs.dispose();
     progress.end();

@@ -1,3 +1,4 @@
+import { InputError } from "../../util/errors.ts";
 import { rowStats } from "../../softmax/rowStats.ts";
 import { solveSecular } from "../../softmax/sigma.ts";
 import { sigmaQuadFromStats, sigmaTop2FromStats } from "../../softmax/closedForm.ts";
@@ -108,15 +109,16 @@ export const L2_LOCAL_DOT_REFUSED =
   'variants "l2-dist" and "l2-cov" bound L2 attention only: their score paths are derived for the scores -||q_i - q_j||^2 / sqrt(d_k) with tied queries and keys (docs/math.md section 2, "Local bounds of L2 attention"); for dot-product attention ask for its own variants (dist, cov, fused, ...)';
 
 /**
- * Throws the RangeError of {@link KIM_DOT_REFUSED} or {@link L2_LOCAL_DOT_REFUSED} when `variants`
- * holds an L2 variant (dot-product attention's rules call it).
+ * Throws {@link KIM_DOT_REFUSED} or {@link L2_LOCAL_DOT_REFUSED} when `variants` holds an L2
+ * variant (dot-product attention's rules call it). An InputError: the CLI reports it as bad input
+ * (`--variants`), in one line with exit code 2.
  *
- * @throws RangeError `WHO: ...`.
+ * @throws InputError `WHO: ...`.
  */
 export function refuseL2Variants(variants: readonly HeadVariant[], who: string): void {
-  if (variants.includes("kim")) throw new RangeError(`${who}: ${KIM_DOT_REFUSED}`);
+  if (variants.includes("kim")) throw new InputError(`${who}: ${KIM_DOT_REFUSED}`);
   if (variants.some((v) => (L2_LOCAL_VARIANTS as readonly string[]).includes(v)))
-    throw new RangeError(`${who}: ${L2_LOCAL_DOT_REFUSED}`);
+    throw new InputError(`${who}: ${L2_LOCAL_DOT_REFUSED}`);
 }
 
 /** A value per head variant. */
