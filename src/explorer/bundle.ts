@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
 
 /**
  * The explorer's scripts, bundled for the browser by esbuild: page.js (the page), worker.js (its
@@ -37,7 +37,9 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
       minify: true,
       // The worker needs tfjs-core, its gradients (package.json's "#tfjs-gradients", browser
       // condition) and the cpu backend; the wasm backend's import stays (backend.ts registers
-      // it) but is never initialised here.
+      // it) but is never initialised here. webgl.js takes the worker's tfjs-core (set on the
+      // worker's global before it loads webgl.js) instead of a copy of its own.
+      plugins: name === "webglBackend" ? [workerTfjsCore] : [],
       write: false,
       logLevel: "silent",
     });
@@ -46,3 +48,18 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
   }
   return out;
 }
+
+/** Resolves "@tensorflow/tfjs-core" to the worker's own (self.attnlipTfjsCore, worker.ts). */
+const workerTfjsCore: Plugin = {
+  name: "worker-tfjs-core",
+  setup(b) {
+    b.onResolve({ filter: /^@tensorflow\/tfjs-core$/ }, () => ({
+      path: "tfjs-core",
+      namespace: "worker-global",
+    }));
+    b.onLoad({ filter: /.*/, namespace: "worker-global" }, () => ({
+      contents: "module.exports = self.attnlipTfjsCore;",
+      loader: "js",
+    }));
+  },
+};

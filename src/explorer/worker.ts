@@ -50,8 +50,11 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
   if (request.kind === "backend") {
     post({ id: request.id, kind: "progress", text: `starting tfjs's ${request.name} backend` });
     if (request.name === "wasm") setWasmPaths(new URL("./", self.location.href).href);
-    if (request.name === "webgl" && tf.findBackendFactory("webgl") === null)
+    if (request.name === "webgl" && tf.findBackendFactory("webgl") === null) {
+      // webgl.js registers the WebGL backend on this tfjs-core (bundle.ts).
+      (self as unknown as { attnlipTfjsCore: typeof tf }).attnlipTfjsCore = tf;
       (self as unknown as { importScripts(url: string): void }).importScripts("webgl.js");
+    }
     await useBackend(request.name);
     return { id: request.id, kind: "backend-ready", name: request.name, seconds: seconds() };
   }
