@@ -6,7 +6,6 @@ import { attackCurve, inspect, modelFromBytes } from "./compute.ts";
 import { inspectText, textAttackCurve, tokenize, tokenizerFromDocument } from "./compute.ts";
 import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import type { ExplorerReply, ExplorerRequest } from "./protocol.ts";
-import { preloadFirstDigit, samePixels, samePreloadedModel } from "./preload.ts";
 
 // The explorer's web worker: the model and every computation live here, so the page stays
 // responsive while an analysis or an attack runs. It starts on tfjs's cpu backend (pure
@@ -18,8 +17,6 @@ const post = (reply: ExplorerReply) =>
 let model: TransformerClassifier | null = null;
 let tokenizer: TextTokenizer | null = null; // a text model's
 const ready = useBackend("cpu");
-const preloaded = ready.then(() => preloadFirstDigit());
-let preloadDecided = false;
 
 async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
   await ready;
@@ -27,13 +24,7 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
   const seconds = () => (performance.now() - started) / 1000;
   if (request.kind === "load") {
     post({ id: request.id, kind: "progress", text: "loading the model" });
-    // The first load takes the preloaded model when it is the same; later loads never look.
-    const p = preloadDecided ? null : await preloaded;
-    preloadDecided = true;
-    const bytes = new Uint8Array(request.weights);
-    const adopt = p !== null && samePreloadedModel(p, request.config, bytes);
-    const next = adopt ? p.model : modelFromBytes(request.config, bytes, request.name);
-    if (p !== null && !adopt) p.model.dispose();
+    const next = modelFromBytes(request.config, new Uint8Array(request.weights), request.name);
     model?.dispose();
     model = next;
     const c = next.config as VitConfig;
@@ -108,14 +99,6 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
     return { id: request.id, kind: "attacked-text", points, tokenNorm, seconds: seconds() };
   }
   if (request.kind === "inspect") {
-    const p = await preloaded;
-    if (
-      p !== null &&
-      model === p.model &&
-      tf.getBackend() === "cpu" &&
-      samePixels(p, request.pixels)
-    )
-      return { id: request.id, kind: "inspected", result: p.result, seconds: p.seconds };
     post({ id: request.id, kind: "progress", text: "computing the bounds and true values" });
     return {
       id: request.id,
