@@ -19,7 +19,12 @@ const prebuilt = new URL("../dist/tfjs-gradients.mjs", import.meta.url);
 async function load() {
   // The union package on request: test/nn/gradients.test.ts compares the two.
   if (process.env.ATTNLIP_TFJS_GRADIENTS === "union") return import("@tensorflow/tfjs");
-  if (existsSync(prebuilt)) return import(prebuilt.href);
+  if (existsSync(prebuilt))
+    try {
+      return await import(prebuilt.href);
+    } catch {
+      // dist/ is being rebuilt (npm pack in a checkout): the cached bundle below
+    }
   try {
     const require = createRequire(import.meta.url);
     const version = require("@tensorflow/tfjs-core/package.json").version;

@@ -21,11 +21,19 @@ if (files.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
+// The caches every test process reads, filled once first (scripts/warmCaches.ts).
+const warm = spawnSync(process.execPath, ["--import", "tsx", "scripts/warmCaches.ts"], {
+  stdio: "inherit",
+});
+if (warm.status !== 0) process.exit(warm.status ?? 1);
 const result = spawnSync(
   process.execPath,
   ["--import", "tsx", "--test", "--test-concurrency=3", ...files],
   // Commands in tests run in one thread unless a test asks for workers (test/parallel/):
   // starting a pool for each small run would cost more than it saves.
-  { stdio: "inherit", env: { ...process.env, ATTNLIP_WORKERS: process.env.ATTNLIP_WORKERS ?? "1" } },
+  {
+    stdio: "inherit",
+    env: { ...process.env, ATTNLIP_WORKERS: process.env.ATTNLIP_WORKERS ?? "1" },
+  },
 );
 process.exit(result.status ?? 1);
