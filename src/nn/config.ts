@@ -114,33 +114,49 @@ export class ConfigError extends Error {
   override name = "ConfigError";
 }
 
+// A seconds-scale ViT for quick looks and tests: patch 7 (17 tokens), d 16, 2 heads, 1 block.
+const VIT_MICRO = {
+  kind: "vit",
+  imageSize: 28,
+  channels: 1,
+  patchSize: 7,
+  dModel: 16,
+  heads: 2,
+  blocks: 1,
+  mlpHidden: 32,
+  classes: 10,
+} as const satisfies ModelConfigInput;
+
+const VIT_TINY = {
+  kind: "vit",
+  imageSize: 28,
+  channels: 1,
+  patchSize: 4,
+  dModel: 64,
+  heads: 4,
+  blocks: 4,
+  mlpHidden: 128,
+  classes: 10,
+  qkvBias: true,
+  norm: "pre",
+  lnEps: 1e-5,
+} as const satisfies ModelConfigInput;
+
+const TEXT_TINY = {
+  kind: "text",
+  vocabSize: 8000,
+  maxLength: 128,
+  dModel: 64,
+  heads: 4,
+  blocks: 2,
+  mlpHidden: 128,
+  classes: 2,
+  pooling: "cls",
+} as const satisfies ModelConfigInput;
+
 const PRESETS = {
-  // A seconds-scale ViT for quick looks and tests: patch 7 (17 tokens), d 16, 2 heads, 1 block.
-  "vit-micro": {
-    kind: "vit",
-    imageSize: 28,
-    channels: 1,
-    patchSize: 7,
-    dModel: 16,
-    heads: 2,
-    blocks: 1,
-    mlpHidden: 32,
-    classes: 10,
-  },
-  "vit-tiny": {
-    kind: "vit",
-    imageSize: 28,
-    channels: 1,
-    patchSize: 4,
-    dModel: 64,
-    heads: 4,
-    blocks: 4,
-    mlpHidden: 128,
-    classes: 10,
-    qkvBias: true,
-    norm: "pre",
-    lnEps: 1e-5,
-  },
+  "vit-micro": VIT_MICRO,
+  "vit-tiny": VIT_TINY,
   // The text counterpart of vit-micro: 48 tokens, d 16, 2 heads, 1 block (the quick text demo's model).
   "text-micro": {
     kind: "text",
@@ -153,57 +169,11 @@ const PRESETS = {
     classes: 2,
     pooling: "cls",
   },
-  "text-tiny": {
-    kind: "text",
-    vocabSize: 8000,
-    maxLength: 128,
-    dModel: 64,
-    heads: 4,
-    blocks: 2,
-    mlpHidden: 128,
-    classes: 2,
-    pooling: "cls",
-  },
+  "text-tiny": TEXT_TINY,
   // The presets above with L2 self-attention (tied W_Q = W_K; Kim et al. 2021), nothing else changed.
-  "vit-micro-l2": {
-    kind: "vit",
-    imageSize: 28,
-    channels: 1,
-    patchSize: 7,
-    dModel: 16,
-    heads: 2,
-    blocks: 1,
-    mlpHidden: 32,
-    classes: 10,
-    attention: "l2",
-  },
-  "vit-tiny-l2": {
-    kind: "vit",
-    imageSize: 28,
-    channels: 1,
-    patchSize: 4,
-    dModel: 64,
-    heads: 4,
-    blocks: 4,
-    mlpHidden: 128,
-    classes: 10,
-    qkvBias: true,
-    norm: "pre",
-    lnEps: 1e-5,
-    attention: "l2",
-  },
-  "text-tiny-l2": {
-    kind: "text",
-    vocabSize: 8000,
-    maxLength: 128,
-    dModel: 64,
-    heads: 4,
-    blocks: 2,
-    mlpHidden: 128,
-    classes: 2,
-    pooling: "cls",
-    attention: "l2",
-  },
+  "vit-micro-l2": { ...VIT_MICRO, attention: "l2" },
+  "vit-tiny-l2": { ...VIT_TINY, attention: "l2" },
+  "text-tiny-l2": { ...TEXT_TINY, attention: "l2" },
 } as const satisfies Record<string, ModelConfigInput>;
 
 /** Names of the built-in presets. */
