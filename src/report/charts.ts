@@ -17,8 +17,8 @@ import {
 /** Colours of the first and second run (blue, orange), the same in every chart. */
 export const RUN_COLOURS = ["#4c78a8", "#f58518"];
 
-/** Colours of the bound variants (the true value is drawn in black). */
-const VARIANT_COLOURS = [
+/** Colours of the bound variants, one per variant of ALL_VARIANTS (the true value is drawn in black). */
+export const VARIANT_COLOURS = [
   "#4c78a8",
   "#f58518",
   "#e45756",
@@ -29,6 +29,9 @@ const VARIANT_COLOURS = [
   "#ff9da6",
   "#9d755d",
   "#bab0ac",
+  "#17becf",
+  "#8c564b",
+  "#393b79",
 ];
 
 function runScale(runs: string[]) {

@@ -3,6 +3,7 @@ import { growth, MAP_NOTE, RADIUS_MEASURE_NOTE, summaryRows } from "../radius/do
 import type { InputSet, RadiusPoint, RadiusResult } from "../radius/sweep.ts";
 import { escapeHtml, figure, formatNumber, page, section, table } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
+import { VARIANT_COLOURS } from "./charts.ts";
 
 /**
  * The radius report (radius.html, written by `attnlip radius`): the local Lipschitz constant of
@@ -37,20 +38,7 @@ export function sweepSpec(result: RadiusResult, sweep: RadiusPoint["sweep"]): To
     type: "nominal",
     scale: {
       domain: series,
-      range: [
-        "black",
-        "#4c78a8",
-        "#f58518",
-        "#e45756",
-        "#72b7b2",
-        "#54a24b",
-        "#eeca3b",
-        "#b279a2",
-        "#ff9da6",
-        "#9d755d",
-        "#bab0ac",
-        "#17becf",
-      ].slice(0, series.length),
+      range: ["black", ...VARIANT_COLOURS].slice(0, series.length),
     },
     title: "median of",
     legend: { labelLimit: 400, symbolStrokeWidth: 2 },
