@@ -6,6 +6,7 @@ import { benchParallel } from "./parallel.bench.ts";
 import { benchHf } from "./hf.bench.ts";
 import { benchTokenizers } from "./tokenizers.bench.ts";
 import { benchExplorer } from "./explorer.bench.ts";
+import { benchStartup } from "./startup.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -19,6 +20,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   hf: benchHf,
   tokenizers: benchTokenizers,
   explorer: benchExplorer,
+  startup: benchStartup,
 };
 
 const wanted = process.argv.slice(2);
