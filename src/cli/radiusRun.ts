@@ -118,6 +118,11 @@ export async function runRadius(run: RadiusRun): Promise<RadiusResult> {
           truth: { denseLimit: run.denseLimit, maxIterations: run.iterations, seed: run.seed },
           onProgress: progress.onProgress,
         });
+      } catch (e) {
+        // e.g. an L2 variant asked of dot-product attention: one line naming the command
+        if (e instanceof InputError && !e.message.startsWith("radius:"))
+          throw new InputError(`radius: ${e.message}`);
+        throw e;
       } finally {
         progress.end();
       }

@@ -75,6 +75,11 @@ const badCases: [string, string[], RegExp][] = [
     ["--lengths", "18"],
     /radius: --lengths: must be at most the sequence length 17/,
   ],
+  [
+    "an L2 variant on dot-product attention",
+    ["--variants", "kim", "--radii", "1", "--lengths", "2"],
+    /radius: blocks\.0\.attn: variant "kim" .* bounds L2 attention only/,
+  ],
 ];
 
 for (const [name, extra, message] of badCases)
