@@ -15,16 +15,14 @@ import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const prebuilt = new URL("../dist/tfjs-gradients.mjs", import.meta.url);
+// A checkout (src/ beside lib/) never reads dist/: a dist/ built earlier may be stale, and npm pack
+// rebuilds it while other processes start.
+const checkout = existsSync(new URL("../src/", import.meta.url));
 
 async function load() {
   // The union package on request: test/nn/gradients.test.ts compares the two.
   if (process.env.ATTNLIP_TFJS_GRADIENTS === "union") return import("@tensorflow/tfjs");
-  if (existsSync(prebuilt))
-    try {
-      return await import(prebuilt.href);
-    } catch {
-      // dist/ is being rebuilt (npm pack in a checkout): the cached bundle below
-    }
+  if (!checkout && existsSync(prebuilt)) return import(prebuilt.href);
   try {
     const require = createRequire(import.meta.url);
     const version = require("@tensorflow/tfjs-core/package.json").version;

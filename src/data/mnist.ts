@@ -118,15 +118,16 @@ function toCacheBytes({
 }
 
 function fromCacheBytes(bytes: Uint8Array): { images: Float32Array[]; counts: number[] } {
-  const copy = new Uint8Array(bytes); // aligned, owned
-  const counts = Array.from(new Int32Array(copy.buffer, 0, 10));
+  // Float32Array views need 4-byte alignment: copy only a buffer that does not start on one.
+  const copy = bytes.byteOffset % 4 === 0 ? bytes : new Uint8Array(bytes);
+  const counts = Array.from(new Int32Array(copy.buffer, copy.byteOffset, 10));
   const expected = 40 + counts.reduce((a, c) => a + c * MNIST_PIXELS * 4, 0);
   if (copy.byteLength !== expected || counts.some((c) => !(c > 0)))
     throw new Error("mnist: the cached digits are damaged");
   const images: Float32Array[] = [];
   let offset = 40;
   for (const c of counts) {
-    images.push(new Float32Array(copy.buffer, offset, c * MNIST_PIXELS));
+    images.push(new Float32Array(copy.buffer, copy.byteOffset + offset, c * MNIST_PIXELS));
     offset += c * MNIST_PIXELS * 4;
   }
   return { images, counts };
