@@ -93,7 +93,9 @@ if (process.env.ATTNLIP_TEST_ISOLATED !== "1") {
   }
   entries = [
     ...slow,
-    ...[...folders].map(([folder, group]) => (group.length === 1 ? group[0] : groupFile(folder, group))),
+    ...[...folders].map(([folder, group]) =>
+      group.length === 1 ? group[0] : groupFile(folder, group),
+    ),
   ];
 }
 // The caches every test process reads, filled once first (scripts/warmCaches.ts).
