@@ -102,6 +102,7 @@ const wasmFile = (name: string) =>
 function scriptFiles(scripts: Record<ExplorerScript, string>): [string, string | Uint8Array][] {
   return [
     ["page.js", scripts["page.js"]],
+    ["charts.js", scripts["charts.js"]],
     ["worker.js", scripts["worker.js"]],
     ["webgl.js", scripts["webgl.js"]],
     ...WASM_FILES.map((f): [string, Uint8Array] => [f, readFileSync(wasmFile(f))]),

@@ -2,7 +2,8 @@ import { existsSync } from "node:fs";
 import { build, type Plugin } from "esbuild";
 
 /**
- * The explorer's scripts, bundled for the browser by esbuild: page.js (the page), worker.js (its
+ * The explorer's scripts, bundled for the browser by esbuild: page.js (the page), charts.js
+ * (Vega-Lite's renderer, which the page loads when it draws its first chart), worker.js (its
  * web worker, with tfjs and the maths) and webgl.js (tfjs's WebGL backend, which the worker loads
  * when a user picks it). Bundled when `attnlip explore` starts
  * (a second or two; once per process), from the TypeScript sources in a checkout and from the
@@ -17,8 +18,8 @@ export function bundleExplorer(): Promise<Record<ExplorerScript, string>> {
   return bundled;
 }
 
-/** The explorer's scripts: the page's, its web worker's, and the WebGL backend the worker loads on demand. */
-export type ExplorerScript = "page.js" | "worker.js" | "webgl.js";
+/** The explorer's scripts: the page's, its charts', its web worker's, and the WebGL backend the worker loads on demand. */
+export type ExplorerScript = "page.js" | "charts.js" | "worker.js" | "webgl.js";
 
 let bundled: Promise<Record<ExplorerScript, string>> | undefined;
 
@@ -28,7 +29,13 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
     return existsSync(ts) ? ts : new URL(`./${name}.js`, import.meta.url);
   };
   const out = {} as Record<ExplorerScript, string>;
-  for (const name of ["page", "worker", "webglBackend"] as const) {
+  const entries = [
+    ["page", "page.js"],
+    ["chartsEntry", "charts.js"],
+    ["worker", "worker.js"],
+    ["webglBackend", "webgl.js"],
+  ] as const;
+  for (const [name, file] of entries) {
     const result = await build({
       entryPoints: [decodeURIComponent(source(name).pathname)],
       bundle: true,
@@ -43,8 +50,7 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
       write: false,
       logLevel: "silent",
     });
-    out[name === "webglBackend" ? "webgl.js" : (`${name}.js` as const)] =
-      result.outputFiles[0].text;
+    out[file] = result.outputFiles[0].text;
   }
   return out;
 }

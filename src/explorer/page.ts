@@ -1,4 +1,3 @@
-import { renderVegaLite } from "../report/render.ts";
 import { attentionMapsSpec } from "../report/charts.ts";
 import { sigma } from "../softmax/sigma.ts";
 import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
@@ -23,6 +22,27 @@ const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as 
 const status = (text: string): void => {
   $("status").textContent = text;
 };
+type RenderVegaLite = typeof import("../report/render.ts").renderVegaLite;
+let renderer: Promise<RenderVegaLite> | undefined;
+/**
+ * Renders a chart with Vega-Lite from charts.js (chartsEntry.ts), which the page loads when it
+ * draws its first chart: vega and vega-lite are most of the page's code, and parsing them before
+ * the page starts would hold back the requests that send the model and the first input to the
+ * worker; loaded here, they are parsed while the worker computes.
+ */
+async function renderVegaLite(...args: Parameters<RenderVegaLite>): Promise<string> {
+  renderer ??= new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = "charts.js";
+    script.onload = () =>
+      resolve(
+        (window as unknown as { attnlipRenderVegaLite: RenderVegaLite }).attnlipRenderVegaLite,
+      );
+    script.onerror = () => reject(new Error("charts.js did not load"));
+    document.head.appendChild(script);
+  });
+  return (await renderer)(...args);
+}
 /** A request without its id (the union's members each lose theirs). */
 type Unsent = ExplorerRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
 

@@ -150,10 +150,11 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
     );
     const r = await runAttnlipHere(["explore", "--out", out, "--digits", "3"]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^wrote .*site\/ \(11 files/);
+    assert.match(r.stdout, /^wrote .*site\/ \(12 files/);
     for (const f of [
       "index.html",
       "page.js",
+      "charts.js",
       "worker.js",
       "webgl.js",
       "tfjs-backend-wasm.wasm",

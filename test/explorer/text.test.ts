@@ -71,7 +71,7 @@ before(async () => {
   const site = join(dir, "site");
   const r = await runAttnlipHere(["explore", checkpoint, "--out", site, "--digits", "3"]);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stdout, /^wrote .*site\/ \(12 files/);
+  assert.match(r.stdout, /^wrote .*site\/ \(13 files/);
   files = new Map();
   const read = (folder: string, prefix: string) => {
     for (const name of readdirSync(folder)) {
@@ -86,6 +86,7 @@ before(async () => {
   };
   read(site, "");
   assert.deepEqual([...files.keys()].sort(), [
+    "charts.js",
     "index.html",
     "model/config.json",
     "model/info.json",
