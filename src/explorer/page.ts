@@ -38,11 +38,20 @@ async function renderVegaLite(...args: Parameters<RenderVegaLite>): Promise<stri
       resolve(
         (window as unknown as { attnlipRenderVegaLite: RenderVegaLite }).attnlipRenderVegaLite,
       );
-    script.onerror = () => reject(new Error("charts.js did not load"));
+    script.onerror = () => {
+      renderer = undefined; // the next chart tries again
+      reject(new Error("charts.js did not load: the charts cannot be drawn"));
+    };
     document.head.appendChild(script);
   });
   return (await renderer)(...args);
 }
+// An error no handler caught (a chart that cannot be drawn, a reply the page did not expect)
+// shows on the status line instead of only in the browser's console.
+window.addEventListener("unhandledrejection", (e: PromiseRejectionEvent) =>
+  status(`error: ${e.reason instanceof Error ? e.reason.message : String(e.reason)}`),
+);
+window.addEventListener("error", (e: ErrorEvent) => status(`error: ${e.message}`));
 /** A request without its id (the union's members each lose theirs). */
 type Unsent = ExplorerRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
 

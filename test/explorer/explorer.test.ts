@@ -468,6 +468,31 @@ test(
       });
       await useBackend("cpu");
       assert.deepEqual(problems, []);
+
+      // Without charts.js (a static folder copied in part): the status line says why the
+      // charts are missing, and the analysis itself is still shown.
+      const partial = new Map(files);
+      partial.delete("charts.js");
+      const broken = await serveExplorer(partial, "127.0.0.1", 0);
+      try {
+        const page2 = await browser.newPage();
+        await page2.goto(broken.url);
+        await page2.waitForFunction(
+          () =>
+            /^error: charts\.js did not load/.test(
+              document.getElementById("status")?.textContent ?? "",
+            ),
+          undefined,
+          { timeout: 60_000 },
+        );
+        await page2.waitForFunction(
+          () => document.getElementById("predicted") !== null,
+          undefined,
+          { timeout: 60_000 },
+        );
+      } finally {
+        await broken.close();
+      }
     } finally {
       await browser.close();
       await close();
