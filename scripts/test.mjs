@@ -9,7 +9,8 @@
 // previous one's tests have finished, so that a file's top-level set-up never runs while another
 // file's tests do). Node 20 has no option for this (`--experimental-test-isolation=none` came in
 // Node 22.8). `ATTNLIP_TEST_ISOLATED=1` runs every file in its own process instead.
-import { mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { spawnSync } from "node:child_process";
@@ -102,6 +103,9 @@ const warm = spawnSync(process.execPath, ["--import", "tsx", "scripts/warmCaches
   stdio: "inherit",
 });
 if (warm.status !== 0) process.exit(warm.status ?? 1);
+// The tests' temporary folders (checkpoints, runs, reports) go under one folder of this run,
+// removed at the end, pass or fail: os.tmpdir() follows TMPDIR in every test process.
+const runTmp = mkdtempSync(join(tmpdir(), "attnlip-tests-"));
 const result = spawnSync(
   process.execPath,
   ["--import", "tsx", "--test", "--test-concurrency=3", ...entries],
@@ -109,7 +113,8 @@ const result = spawnSync(
   // starting a pool for each small run would cost more than it saves.
   {
     stdio: "inherit",
-    env: { ...process.env, ATTNLIP_WORKERS: process.env.ATTNLIP_WORKERS ?? "1" },
+    env: { ...process.env, ATTNLIP_WORKERS: process.env.ATTNLIP_WORKERS ?? "1", TMPDIR: runTmp },
   },
 );
+rmSync(runTmp, { recursive: true, force: true });
 process.exit(result.status ?? 1);
