@@ -40,6 +40,9 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
   // Issue 16's aim: the new variant (fused) at most 2x the time of the current ones (cov, the costliest).
   const covMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed", variants: ["cov"] }), { warmup: 1, repeats: 3, minMs: 1 });
   const fusedMs = timeMs(() => networkBounds(source, trace!, { mlp: "relaxed", variants: ["fused"] }), { warmup: 1, repeats: 3, minMs: 1 });
+  // With the exact MLP (the default): fused also bounds each block jointly with its MLP half.
+  const covLocalMs = timeMs(() => networkBounds(source, trace!, { mlp: "local", variants: ["cov"] }), { warmup: 1, repeats: 3, minMs: 1 });
+  const fusedLocalMs = timeMs(() => networkBounds(source, trace!, { mlp: "local", variants: ["fused"] }), { warmup: 1, repeats: 3, minMs: 1 });
   const blockInput = tf.slice(trace!.blocks[1].input, 0, 1);
   disposeTrace(trace!);
   const networkTrueMs = timeMs(() => networkLipschitz(model, x), { warmup: 1, repeats: 3, minMs: 1 });
@@ -60,6 +63,8 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
     ["all variants but cov and fused, MLP relaxed (--variants)", noCovMs, noCovMs / forwardMs],
     ["cov alone, MLP relaxed", covMs, covMs / forwardMs],
     ["fused alone (LayerNorm fused into attention), MLP relaxed", fusedMs, fusedMs / forwardMs],
+    ["cov alone, MLP local (exact)", covLocalMs, covLocalMs / forwardMs],
+    ["fused alone, MLP local (also the MLP half fused into each block)", fusedLocalMs, fusedLocalMs / forwardMs],
     ["true network value: exact 10x784 input Jacobians, 16 inputs", networkTrueMs, networkTrueMs / forwardMs],
     [`true block value: Lanczos on Df^T Df, 1 input, 1 block (${iterations} products)`, blockTrueMs, blockTrueMs / forwardMs],
   ];
@@ -69,13 +74,14 @@ export async function benchLipschitz(): Promise<Record<string, unknown>> {
     model: "vit-tiny",
     batch,
     forwardMs,
-    boundsMs: { relaxedMlp: relaxedMs, localMlp: localMs, withoutCovRelaxedMlp: noCovMs, covAlone: covMs, fusedAlone: fusedMs },
+    boundsMs: { relaxedMlp: relaxedMs, localMlp: localMs, withoutCovRelaxedMlp: noCovMs, covAlone: covMs, fusedAlone: fusedMs, covAloneLocalMlp: covLocalMs, fusedAloneLocalMlp: fusedLocalMs },
     truthMs: { networkInputJacobian: networkTrueMs, blockPowerIteration: blockTrueMs, blockIterations: iterations },
     ratioToForward: {
       boundsRelaxedMlp: relaxedMs / forwardMs,
       boundsLocalMlp: localMs / forwardMs,
       boundsWithoutCovRelaxedMlp: noCovMs / forwardMs,
       fusedOverCov: fusedMs / covMs,
+      fusedOverCovLocalMlp: fusedLocalMs / covLocalMs,
       networkTruth: networkTrueMs / forwardMs,
       blockTruthOneInput: blockTrueMs / forwardMs,
     },

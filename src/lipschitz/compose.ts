@@ -209,6 +209,10 @@ export function composeBounds(
         (!r.spec.composite || (evaluated.length > 0 && evaluated.every((c) => c.view.rowwise))),
       boundAfterRowwise: (before) =>
         r.spec.ruleAfterRowwise ? r.spec.ruleAfterRowwise(view, before) : null,
+      boundBeforeRowwise: (after) =>
+        r.spec.ruleBeforeRowwise ? r.spec.ruleBeforeRowwise(view, after) : null,
+      boundBetweenRowwise: (before, after) =>
+        r.spec.ruleBetweenRowwise ? r.spec.ruleBetweenRowwise(view, before, after) : null,
     };
     const bound = r.spec.rule(view);
     const v = bound.value;

@@ -11,10 +11,10 @@ import {
 } from "../rules/attentionHead.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { headWeightsFrom } from "../rules/weightNorms.ts";
-import { spectralNorm } from "../linalg.ts";
+import { matMulInto, spectralNorm } from "../linalg.ts";
 import { preRowwise } from "../rules/preRowwise.ts";
 import { extra, input, setting } from "./view.ts";
-import type { LayerKindSpec, LayerView } from "./types.ts";
+import type { LayerKindSpec, LayerView, RowwiseBefore } from "./types.ts";
 
 /** Attention statistics of one head on one example, over its real, live query rows. */
 export interface AttentionStats {
@@ -95,15 +95,65 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
       ).fused,
     };
   },
+  // `fused` between row-wise maps F (before; null: none) and G (after; the MLP half of a pre-LN
+  // block): F enters the token weights as above, and G's rows the output-row weights
+  // rho_i = ||W_O G_i||_2, in place of ||W_O|| (docs/math.md section 3, "A row-wise run fused
+  // into the layer before it").
+  ruleBetweenRowwise(layer, before, after) {
+    if (!layer.options.variants.includes("fused")) return {};
+    const [n, d] = input(layer).shape;
+    const H = layer.prepared.heads.length;
+    const { wq, wk, wv, wo } = layer.params;
+    const pres =
+      before === null
+        ? undefined
+        : preRowwise(
+            before.rowJacobian,
+            n,
+            { wq: wq.data, wk: wk.data, wv: wv.data },
+            H,
+            before.bound.fused,
+          );
+    const heads = attentionRule(layer, pres, outputRowWeights(wo.data, d, n, after))
+      .detail as AttentionDetail;
+    return {
+      fused: attentionLayerBound(
+        heads.heads.map((hr) => hr.values),
+        1,
+      ).fused,
+    };
+  },
 };
 
 /**
+ * rho_i = ||W_O G_i||_2 per output row i, G_i the row-wise map's row Jacobian after the layer
+ * (row-vector convention: d out_i = d ctx_i W_O G_i).
+ */
+function outputRowWeights(
+  wo: Float32Array | Float64Array,
+  d: number,
+  n: number,
+  after: RowwiseBefore,
+): Float64Array {
+  const rho = new Float64Array(n);
+  const prod = new Float64Array(d * d);
+  for (let i = 0; i < n; i++) {
+    prod.fill(0);
+    matMulInto(wo, after.rowJacobian(i).matrix(), prod, d, d, d);
+    rho[i] = spectralNorm(prod, d, d);
+  }
+  return rho;
+}
+
+/**
  * The attention rule at one example: every asked-for head variant, or only `fused` after a
- * row-wise map when `pres` (one {@link PreRowwise} per head) is given.
+ * row-wise map when `pres` (one {@link PreRowwise} per head) is given, with output rows
+ * weighted when `post` (one weight per row) is.
  */
 function attentionRule(
   layer: LayerView<AttentionPrepared>,
   pres?: PreRowwise[],
+  post?: Float64Array,
 ): { value: VariantValues; detail: AttentionDetail } {
   // Dot-product attention is not globally Lipschitz (Kim et al. 2021, Theorem 3.1): no `kim`;
   // and the L2 local variants are derived for L2 scores.
@@ -139,9 +189,9 @@ function attentionRule(
         allowed: layer.mask.allowed,
       },
       hn,
-      pres === undefined
+      pres === undefined && post === undefined
         ? { variants: layer.options.variants }
-        : { variants: ["fused"], pre: pres[h] },
+        : { variants: ["fused"], pre: pres?.[h], post },
     );
     return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
   });

@@ -3,6 +3,7 @@ import { residualBound } from "../rules/block.ts";
 import { chainRowJacobian, plusIdentity } from "../rules/rowwise.ts";
 import { composeChildren, exactRowwise, perVariant } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
+import type { VariantValues } from "../rules/attentionHead.ts";
 
 /**
  * Residual connection x + g(x), g the entry's children run in order. Rule (docs/math.md
@@ -30,5 +31,31 @@ export const residualKind: LayerKindSpec = {
     // The branch's children composed (a pre-LN LayerNorm fused into attention for `fused`).
     const branch = composeChildren(layer);
     return { value: perVariant((v) => residualBound(branch[v]), layer.options.variants) };
+  },
+  // G o (x + g(x)) for a row-wise map G after the residual: ||D_G (I + D_g)|| <= ||D_G|| +
+  // ||D_G D_g||, the second from a branch [row-wise run F, last] whose last layer bounds
+  // G o last o F jointly (attention's `fused`; docs/math.md section 3, "A row-wise run fused
+  // into the layer before it").
+  ruleBeforeRowwise(layer, after) {
+    const kids = layer.childViews;
+    if (kids.length === 0) return null;
+    const run = kids.slice(0, -1);
+    if (!run.every((c) => c.rowwise && c.input !== null && c.input.shape[0] > 0)) return null;
+    const before =
+      run.length === 0
+        ? null
+        : {
+            rowJacobian: (row: number) => chainRowJacobian(run, row)!,
+            bound: perVariant(
+              (v) => run.reduce((p, _, c) => p * layer.children[c][v], 1),
+              layer.options.variants,
+            ),
+          };
+    const inner = kids[kids.length - 1].boundBetweenRowwise(before, after);
+    if (inner === null) return null;
+    const out: Partial<VariantValues> = {};
+    for (const [v, b] of Object.entries(inner) as [keyof VariantValues, number][])
+      out[v] = after.bound[v] + b;
+    return out;
   },
 };

@@ -73,12 +73,28 @@ export interface LayerView<P = unknown> {
    * for the variants the kind bounds jointly; null when the kind has no such rule.
    */
   boundAfterRowwise(before: RowwiseBefore): Partial<VariantValues> | null;
+  /**
+   * A bound on ||D(G o this entry)||_2 for a row-wise map G that runs just after it (its kind's
+   * {@link LayerKindSpec.ruleBeforeRowwise}), for the variants the kind bounds jointly; null
+   * when the kind has no such rule.
+   */
+  boundBeforeRowwise(after: RowwiseBefore): Partial<VariantValues> | null;
+  /**
+   * A bound on ||D(G o this entry o F)||_2 for row-wise maps F just before it (null: none) and
+   * G just after it (its kind's {@link LayerKindSpec.ruleBetweenRowwise}); null when the kind
+   * has no such rule.
+   */
+  boundBetweenRowwise(
+    before: RowwiseBefore | null,
+    after: RowwiseBefore,
+  ): Partial<VariantValues> | null;
   options: RuleOptions;
 }
 
 /**
  * A row-wise map that runs just before a layer inside a composite (a pre-LN block's LayerNorm
- * before attention): its row Jacobians at this example and its own bound.
+ * before attention), or just after one (the MLP half of the block after its attention
+ * residual): its row Jacobians at this example and its own bound.
  */
 export interface RowwiseBefore {
   /** The map's Jacobian at row `row` of its input (row-vector convention, d x d). */
@@ -171,4 +187,21 @@ export interface LayerKindSpec<P = unknown> {
    * two bounds for those variants.
    */
   ruleAfterRowwise?: (layer: LayerView<P>, before: RowwiseBefore) => Partial<VariantValues>;
+  /**
+   * Optional: a bound on ||D(G o layer)||_2 for a row-wise map G that runs just after this layer
+   * (docs/math.md section 3, "A row-wise run fused into the layer before it"), for the variants
+   * this kind bounds jointly (a residual whose branch ends in attention: `fused`); a composite
+   * uses it, when smaller, in place of the product of the two bounds.
+   */
+  ruleBeforeRowwise?: (layer: LayerView<P>, after: RowwiseBefore) => Partial<VariantValues> | null;
+  /**
+   * Optional: a bound on ||D(G o layer o F)||_2 for row-wise maps F before (null: none) and G
+   * after this layer (attention: `fused`, with F's row Jacobians in its token weights and G's in
+   * its output-row weights).
+   */
+  ruleBetweenRowwise?: (
+    layer: LayerView<P>,
+    before: RowwiseBefore | null,
+    after: RowwiseBefore,
+  ) => Partial<VariantValues>;
 }

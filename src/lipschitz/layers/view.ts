@@ -100,7 +100,11 @@ export function rowwiseRuns(children: readonly LayerView<unknown>[], min = 2): [
  *   options.mlp is "local" ("Row-wise runs");
  * - a row-wise run followed by a child whose kind bounds itself after a row-wise map
  *   (ruleAfterRowwise: attention's `fused`) is bounded jointly with it for the variants that
- *   kind gives ("A row-wise map fused into the next layer").
+ *   kind gives ("A row-wise map fused into the next layer");
+ * - otherwise, a row-wise run preceded by a child whose kind bounds itself before a row-wise
+ *   map (ruleBeforeRowwise: a residual whose branch ends in attention, `fused`) is bounded
+ *   jointly with that child where this is smaller than the product ("A row-wise run fused into
+ *   the layer before it").
  *
  * @returns a value per variant of layer.options.variants.
  * @example composeChildren(preLnAttentionResidual)["fused"] // ||D(attention o LN1)|| bound
@@ -114,7 +118,10 @@ export function composeChildren(layer: LayerView<unknown>): VariantValues {
     ...rowwiseRuns(kids, 1),
     [kids.length, kids.length] as [number, number],
   ]) {
-    for (; k < start; k++) for (const v of variants) out[v] *= layer.children[k][v];
+    // The child just before a run may be bounded jointly with it (below); the others multiply.
+    const lastBefore = start < kids.length && start > k ? start - 1 : -1;
+    for (; k < start; k++)
+      if (k !== lastBefore) for (const v of variants) out[v] *= layer.children[k][v];
     if (start === end) break;
     const views = kids.slice(start, end);
     let run = perVariant(
@@ -135,11 +142,32 @@ export function composeChildren(layer: LayerView<unknown>): VariantValues {
         rowJacobian: (row) => chainRowJacobian(views, row)!,
         bound: run,
       }) ?? null;
+    // A run not fused into the next child may be fused into the one before it, where that
+    // child's kind bounds itself before a row-wise map (a residual whose branch ends in
+    // attention: `fused`; docs/math.md section 3, "A row-wise run fused into the layer before it").
+    // (It needs the run's row Jacobians: with options.mlp "relaxed" the product is kept.)
+    const joint =
+      lastBefore >= 0 && fused === null && layer.options.mlp === "local"
+        ? kids[lastBefore].boundBeforeRowwise({
+            rowJacobian: (row) => chainRowJacobian(views, row)!,
+            bound: run,
+          })
+        : null;
+    const runTaken = new Set<string>();
+    if (lastBefore >= 0)
+      for (const v of variants) {
+        const j = joint?.[v];
+        if (j === undefined) out[v] *= layer.children[lastBefore][v];
+        else {
+          out[v] *= Math.min(j, layer.children[lastBefore][v] * run[v]);
+          runTaken.add(v);
+        }
+      }
     if (next !== null && fused !== null) {
       for (const v of variants) out[v] *= fused[v] ?? run[v] * layer.children[end][v];
       k = end + 1;
     } else {
-      for (const v of variants) out[v] *= run[v];
+      for (const v of variants) if (!runTaken.has(v)) out[v] *= run[v];
       k = end;
     }
   }

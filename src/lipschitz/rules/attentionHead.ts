@@ -382,7 +382,9 @@ export function headRowStats(
  *   head (options.pre; without it L_j = I): value path ||P diag(nu)||_2, nu_j = ||L_j W_V||;
  *   query path max_i ||L_i W_Q K_c^T J_i V_c||_2 / sqrt(d_k); key path the smaller of
  *   `cov`'s key path times max_j ||L_j|| and ||diag(tau) Q||_2 / sqrt(d_k) with
- *   tau_i = ||V_c^T J_i diag(kappa)||_2, kappa_j = ||L_j W_K||.
+ *   tau_i = ||V_c^T J_i diag(kappa)||_2, kappa_j = ||L_j W_K||. With options.post (weights
+ *   w_i >= 0 on the output rows) it bounds ||diag(w) Df||_2 instead: each path's output row i
+ *   scaled by w_i (docs/math.md section 3, "A row-wise run fused into the layer before it").
  * - `castin`: sqrt(3) ||W_V||_2 (||A||_2^2 R^4 (4n + 1) + n)^(1/2), R = max_i ||x_i||.
  *
  * Heads with a query bias (`paper`, `castin`): the head is a bias-free head of the augmented
@@ -402,13 +404,15 @@ export function headRowStats(
  * @param options.variants the variants to compute (default all); without `cov` its exact query
  *   path, O(n^2 d_k^2), is skipped, and without `fused` its paths.
  * @param options.pre the row-wise map before the head ({@link PreRowwise}), read by `fused` only.
+ * @param options.post weights w_i >= 0 of the head's output rows [n], read by `fused` only: it
+ *   then bounds ||diag(w) Df||_2 (the rows' norms in the map after the layer).
  * @returns values for those variants, the parts, and per-row sigma statistics.
  * @throws RangeError when neither act.x nor act.xNorms is given, or on size mismatches.
  */
 export function attentionHeadBounds(
   act: HeadActivations,
   norms: HeadNorms,
-  options: { variants?: readonly HeadVariant[]; pre?: PreRowwise } = {},
+  options: { variants?: readonly HeadVariant[]; pre?: PreRowwise; post?: ArrayLike<number> } = {},
 ): HeadBounds {
   const wanted = options.variants ?? HEAD_VARIANTS;
   refuseL2Variants(wanted, "attention head");
@@ -545,21 +549,37 @@ export function attentionHeadBounds(
         pre.nu.length !== n)
     )
       throw new RangeError(`attention head: pre must hold ${n} rows of d_k = ${dk}`);
+    const post = options.post;
+    if (post !== undefined && (post.length !== n || !Array.from(post).every((w) => w >= 0)))
+      throw new RangeError(`attention head: post must hold ${n} weights >= 0`);
     const kappa = pre?.kappa ?? new Float64Array(n).fill(norms.wk);
     // Value path: ||sum_j P_ij e_j L_j W_V|| <= sum_j P_ij nu_j ||e_j|| with P >= 0; without a
     // map every nu_j is ||W_V|| and this is the value path above.
-    if (pre === undefined) fusedValue = valuePath;
+    // Output rows weighted by options.post (a row-wise map after the layer): row i scaled by post_i.
+    if (pre === undefined && post === undefined) fusedValue = valuePath;
     else {
       const pNu = new Float64Array(n * n);
       for (let i = 0; i < n; i++)
-        for (let j = 0; j < n; j++) pNu[i * n + j] = pm[i * n + j] * pre.nu[j];
+        for (let j = 0; j < n; j++)
+          pNu[i * n + j] = (post?.[i] ?? 1) * pm[i * n + j] * (pre?.nu[j] ?? norms.wv);
       fusedValue = spectralNorm(pNu, n, n);
     }
     fusedQuery =
-      pre === undefined && wanted.includes("cov")
+      pre === undefined && post === undefined && wanted.includes("cov")
         ? queryExact
-        : queryPathExact(n, dk, k, v, kMean, vMean, activeKey, pm, rows, (i) =>
-            pre === undefined ? norms.gq : pre.gramQ.subarray(i * dk * dk, (i + 1) * dk * dk),
+        : queryPathExact(
+            n,
+            dk,
+            k,
+            v,
+            kMean,
+            vMean,
+            activeKey,
+            pm,
+            rows,
+            (i) =>
+              pre === undefined ? norms.gq : pre.gramQ.subarray(i * dk * dk, (i + 1) * dk * dk),
+            post,
           ) / sqrtDk;
     const gramK = (j: number) =>
       pre === undefined ? norms.gk : pre.gramK.subarray(j * dk * dk, (j + 1) * dk * dk);
@@ -574,8 +594,18 @@ export function attentionHeadBounds(
       rows,
       kappa,
       gramK,
+      post,
     );
-    fusedKey = Math.min(keyPath * (pre?.factor ?? 1), tokenKey / sqrtDk, pairKey / sqrtDk);
+    let postMax = 1;
+    if (post !== undefined) {
+      postMax = 0;
+      for (let i = 0; i < n; i++) if (rows.live[i]) postMax = Math.max(postMax, post[i]);
+    }
+    fusedKey = Math.min(
+      keyPath * (pre?.factor ?? 1) * postMax,
+      tokenKey / sqrtDk,
+      pairKey / sqrtDk,
+    );
   }
 
   const t3 = (s: number) => valuePath + (s * (wqKc + qWk) * normVc) / sqrtDk;
@@ -594,7 +624,7 @@ export function attentionHeadBounds(
     cov: valuePath + queryExact + keyPath,
     // Without a map `fused` <= `cov` (docs/math.md section 2); the min keeps it so in rounding too.
     fused:
-      options.pre === undefined && wanted.includes("cov")
+      options.pre === undefined && options.post === undefined && wanted.includes("cov")
         ? Math.min(fusedValue + fusedQuery + fusedKey, valuePath + queryExact + keyPath)
         : fusedValue + fusedQuery + fusedKey,
     castin: Math.sqrt(3) * norms.wv * Math.sqrt(aNorm * aNorm * r ** 4 * (4 * n + 1) + n),
@@ -637,6 +667,7 @@ function queryPathExact(
   pm: Float64Array,
   rows: HeadRowStats,
   gramOf: (row: number) => Float64Array,
+  rowWeight?: ArrayLike<number>,
 ): number {
   const dk2 = dk * dk;
   const kcAll = new Float64Array(n * dk);
@@ -664,8 +695,10 @@ function queryPathExact(
   // running max (positive-definite Cholesky of c I - that matrix, c slightly reduced to cover
   // the certificate's rounding) cannot raise the max and skips the eigenvalue computation.
   const order: number[] = [];
-  for (let i = 0; i < n; i++) if (rows.live[i] && rows.exact[i] !== 0) order.push(i);
-  order.sort((x, y) => rows.exact[y] - rows.exact[x]);
+  const weightOf = (i: number) => (rowWeight === undefined ? 1 : rowWeight[i]);
+  for (let i = 0; i < n; i++)
+    if (rows.live[i] && rows.exact[i] !== 0 && weightOf(i) !== 0) order.push(i);
+  order.sort((x, y) => rows.exact[y] * weightOf(y) - rows.exact[x] * weightOf(x));
   const work = new Float64Array(dk2);
   let best = 0;
   let any = false;
@@ -700,12 +733,14 @@ function queryPathExact(
         if (g === 0) continue;
         for (let b = 0; b < dk; b++) gc[a * dk + b] += g * ci[t * dk + b];
       }
+    // Row i's output scaled by its weight w_i: the Gram matrix by w_i^2.
+    const w2 = weightOf(i) * weightOf(i);
     for (let a = 0; a < dk; a++)
       for (let b = a; b < dk; b++) {
         let s = 0;
         for (let t = 0; t < dk; t++) s += ci[t * dk + a] * gc[t * dk + b];
-        ct[a * dk + b] = s;
-        ct[b * dk + a] = s;
+        ct[a * dk + b] = s * w2;
+        ct[b * dk + a] = s * w2;
       }
     if (any && belowCertified(ct, dk, best * (1 - 4 * dk * (dk + 1) * Number.EPSILON), work))
       continue;
@@ -738,6 +773,7 @@ function tokenKeyPaths(
   rows: HeadRowStats,
   kappa: Float64Array,
   gramK: (j: number) => Float64Array,
+  rowWeight?: ArrayLike<number>,
 ): [number, number] {
   const dk2 = dk * dk;
   const vc = new Float64Array(n * dk);
@@ -782,7 +818,9 @@ function tokenKeyPaths(
   let pairSum = 0;
   for (let i = 0; i < n; i++) {
     if (!rows.live[i]) continue;
-    const tau2 = squaredNorm(i, kappa);
+    const w2 = rowWeight === undefined ? 1 : rowWeight[i] * rowWeight[i];
+    if (w2 === 0) continue;
+    const tau2 = w2 * squaredNorm(i, kappa);
     if (tau2 > 0)
       for (let a = 0; a < dk; a++) {
         const qa = q[i * dk + a];
@@ -800,7 +838,7 @@ function tokenKeyPaths(
       }
       weights[j] = Math.sqrt(Math.max(r, 0));
     }
-    pairSum += squaredNorm(i, weights);
+    pairSum += w2 * squaredNorm(i, weights);
   }
   return [Math.sqrt(Math.max(symMaxEigenvalue(cq, dk), 0)), Math.sqrt(pairSum)];
 }
