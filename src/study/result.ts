@@ -82,7 +82,9 @@ export async function readRunResult(dir: string): Promise<RunResult | null> {
   }
 }
 
-const SummaryStat = z.looseObject({ median: z.number() });
+// A median of null: every value was Infinity (analysis.json writes it as null), e.g. the
+// dot-product variants, vacuous on L2 attention; the study keeps it as "no value".
+const SummaryStat = z.looseObject({ median: z.number().nullable() });
 const LayerSummary = z.looseObject({
   true: SummaryStat.nullable(),
   ratios: z.record(z.string(), SummaryStat).nullable(),
@@ -95,7 +97,7 @@ const AnalysisPart = z.looseObject({
   attentionRows: z.looseObject({ sigma: z.array(z.number()), top1: z.array(z.number()) }),
 });
 
-const median = (s: { median: number } | null | undefined) => s?.median ?? null;
+const median = (s: { median: number | null } | null | undefined) => s?.median ?? null;
 const ratioMedians = (l: z.output<typeof LayerSummary>) =>
   Object.fromEntries(Object.entries(l.ratios ?? {}).map(([v, s]) => [v, s.median]));
 

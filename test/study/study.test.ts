@@ -118,3 +118,17 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   assert.equal(damaged.code, 2);
   assert.match(damaged.stderr, /^attnlip: study: .*result\.json: not valid JSON \(.*\); remove it to rebuild the run's result from its files\n$/);
 });
+
+test("a vit-micro-l2 run: the dot-product variants, vacuous on L2 attention (Infinity, null in analysis.json), do not stop the study; l2-dist, l2-cov and kim are aggregated", async () => {
+  const out = join(tempDir("attnlip-study-l2-"), "study");
+  const grid = parseStudyGrid({ ...GRID, model: ["vit-micro-l2"], lambdas: [0], seeds: [0] }, "test");
+  // (stdout is left alone here: replacing it would swallow the report of the test before.)
+  const summary = await runStudy({ out, grid, backend: "wasm", workers: 1, progress: () => {}, log: () => {} });
+  assert.equal(summary.finished, 1);
+  const r = result(out, expandGrid(grid)[0].id);
+  assert.equal(r.networkRatio.cov, null);
+  for (const v of ["l2-dist", "l2-cov", "kim"]) assert.ok(r.networkRatio[v]! >= 1 - 1e-9, `${v}: ${r.networkRatio[v]}`);
+  const metrics = summary.groups[0].lambdas[0].metrics;
+  assert.equal(metrics["networkRatio:kim"]?.mean, r.networkRatio.kim);
+  assert.equal(metrics["networkRatio:cov"], null);
+});
