@@ -89,6 +89,9 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       continue;
     }
     const t0 = performance.now();
+    // Only runs started from nothing time the ETA: a run resumed from its saved stages (after a
+    // kill) takes a fraction of a whole one.
+    const fresh = !existsSync(join(dir, "train_state.json"));
     progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: train ${grid.train.epochs} epoch(s), analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`);
     try {
       await runStudyRun(run, grid, dir, { backend: options.backend, workers: options.workers ?? 1, log });
@@ -97,10 +100,12 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       throw e;
     }
     const seconds = (performance.now() - t0) / 1000;
-    ranSeconds += seconds;
-    ran++;
-    const left = runs.slice(i + 1).length;
-    const eta = left > 0 ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)` : "";
+    if (fresh) {
+      ranSeconds += seconds;
+      ran++;
+    }
+    const left = runs.slice(i + 1).filter((_, k) => finished[i + 1 + k] === null).length;
+    const eta = left > 0 && ran > 0 ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)` : "";
     progress(`study${label}: run ${i + 1}/${runs.length} ${run.id} done in ${formatDuration(seconds)}${eta}`);
   }
   const summary = await aggregateStudy(out);
