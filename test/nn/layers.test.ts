@@ -208,6 +208,14 @@ test("GELU tensor matches the float64 function and the derivative matches finite
     });
   });
   assert.ok(GELU_DERIVATIVE_MAX > 1.12 && GELU_DERIVATIVE_MAX < 1.14);
+  // The module's max (a coarse grid refined by golden section) against a dense grid around the
+  // maximum and a scan of the whole line: never below either beyond rounding, and equal to the dense one.
+  let dense = 0;
+  for (let x = 1; x <= 2; x += 1e-5) dense = Math.max(dense, Math.abs(geluDerivative(x)));
+  let wide = 0;
+  for (let x = -50; x <= 50; x += 1e-3) wide = Math.max(wide, Math.abs(geluDerivative(x)));
+  assert.ok(GELU_DERIVATIVE_MAX >= dense * (1 - 1e-15) && GELU_DERIVATIVE_MAX - dense < 1e-10, `${GELU_DERIVATIVE_MAX} vs ${dense}`);
+  assert.ok(GELU_DERIVATIVE_MAX >= wide * (1 - 1e-15));
 });
 
 test("exact GELU: tensor, float64 function, derivative and its closed-form max agree", () => {
