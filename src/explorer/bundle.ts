@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
 import { build, type Plugin } from "esbuild";
 
 /**
@@ -46,7 +47,7 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
       // condition) and the cpu backend; the wasm backend's import stays (backend.ts registers
       // it) but is never initialised here. webgl.js takes the worker's tfjs-core (set on the
       // worker's global before it loads webgl.js) instead of a copy of its own.
-      plugins: name === "webglBackend" ? [workerTfjsCore] : [],
+      plugins: name === "webglBackend" ? [workerTfjsCore] : [zodEnglishOnly],
       write: false,
       logLevel: "silent",
     });
@@ -54,6 +55,32 @@ async function bundle(): Promise<Record<ExplorerScript, string>> {
   }
   return out;
 }
+
+/**
+ * zod's index of error-message translations (`z.locales`, about 50 languages) as English only:
+ * attnlip words its own messages and never switches zod's language, and the translations were
+ * 255 KB of the worker's 1.16 MB, parsed on every page load. zod itself still imports its
+ * English messages directly.
+ */
+const zodEnglishOnly: Plugin = {
+  name: "zod-english-only",
+  setup(b) {
+    b.onResolve({ filter: /\/locales\/index\.js$/ }, (args) =>
+      /[\\/]node_modules[\\/]zod[\\/]/.test(args.importer)
+        ? {
+            path: "zod-locales",
+            namespace: "zod-english-only",
+            pluginData: resolvePath(args.resolveDir, "../locales"),
+          }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "zod-english-only" }, (args) => ({
+      contents: 'export { default as en } from "./en.js";',
+      resolveDir: args.pluginData as string,
+      loader: "js",
+    }));
+  },
+};
 
 /** Resolves "@tensorflow/tfjs-core" to the worker's own (self.attnlipTfjsCore, worker.ts). */
 const workerTfjsCore: Plugin = {

@@ -47,7 +47,7 @@ textarea#text { width: 100%; box-sizing: border-box; height: 5em; font: inherit;
 Lipschitz constant (arXiv:2507.07814): sigma(p) = ||diag(p) - p p^T||_2 of each attention row,
 the bounds built from it, and the true values. <label>Another model folder, an attnlip
 checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safetensors): <input type="file" id="folder" webkitdirectory multiple></label></p>
-<p><label>tfjs backend: <select id="backend"><option value="cpu">cpu (float32 as attnlip computes in Node)</option><option value="wasm">wasm (XNNPACK, SIMD)</option><option value="webgl">WebGL (the GPU)</option></select></label></p>
+<p><label>tfjs backend: <select id="backend"><option value="wasm">wasm (XNNPACK, SIMD; as attnlip computes in Node)</option><option value="cpu">cpu (plain JavaScript)</option><option value="webgl">WebGL (the GPU)</option></select></label></p>
 <div id="status" role="status">starting...</div>
 <div class="panels">
 <section id="playground"><h2>An attention row</h2>

@@ -42,9 +42,9 @@ export type ExplorerRequest =
     };
 
 /**
- * The tfjs backends the page offers: cpu (pure JavaScript, float32 exactly as attnlip's Node
- * runs on cpu), wasm (XNNPACK with SIMD; its .wasm files are served beside the page) and webgl
- * (the GPU, through webgl.js, loaded when picked).
+ * The tfjs backends the page offers: wasm (the default; XNNPACK with SIMD, its .wasm files served
+ * beside the page, as attnlip's Node runs by default), cpu (plain JavaScript, float32 exactly as
+ * attnlip's Node runs on cpu) and webgl (the GPU, through webgl.js, loaded when picked).
  */
 export type ExplorerBackend = "cpu" | "wasm" | "webgl";
 

@@ -288,7 +288,8 @@ test(
       executablePath: CHROMIUM,
       args: ["--no-sandbox", "--disable-gpu"],
     });
-    await useBackend("cpu");
+    // The page computes on wasm (its default), as Node's wasm backend does (to 1e-9).
+    await useBackend("wasm");
     const { model, tok } = pageModel();
     try {
       const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
