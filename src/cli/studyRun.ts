@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
@@ -35,6 +35,24 @@ export interface StudyOptions {
 }
 
 /**
+ * A new study goes into a new or empty folder: one that holds other things (a checkpoint, a
+ * report, a run of another command) is refused, so that `attnlip study DIR` on the wrong
+ * folder neither starts a default grid inside it nor mixes files. An empty runs/ folder is what
+ * a study killed before it saved its grid leaves: it counts as empty.
+ *
+ * @throws InputError naming the folder.
+ */
+function refuseOtherFolder(out: string): void {
+  if (!existsSync(out)) return;
+  const entries = readdirSync(out);
+  const emptyRuns = (e: string) => e === RUNS_FOLDER && readdirSync(join(out, e)).length === 0;
+  if (entries.every(emptyRuns)) return;
+  throw new InputError(
+    `study: ${out} is not empty and holds no study (no ${GRID_FILE}): give a new or empty folder for a new study`,
+  );
+}
+
+/**
  * Runs a study: every run of the grid (or of one shard of it) trained, analysed and attacked
  * into OUT/runs/ID/ ({@link runStudyRun}), one after the other, each stage with `workers`
  * threads; then aggregates every finished run of the folder into OUT/study.json and
@@ -46,7 +64,8 @@ export interface StudyOptions {
  * Progress: one line per run with the time it took and the estimated time left.
  *
  * @throws InputError when OUT holds a study with another grid (never mixed: the message names
- *   the first field that differs), when OUT cannot be written, and what the runs throw (the
+ *   the first field that differs), when OUT holds something other than a study, when OUT
+ *   cannot be written, and what the runs throw (the
  *   message names the run).
  * @example await runStudy({ out: "study", grid: parseStudyGrid({ model: ["vit-micro"], seeds: [0, 1] }, "study"), backend: "wasm" })
  */
@@ -54,6 +73,7 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   checkOutPath(options.out, "folder", "OUT", "study");
   const out = resolve(options.out);
   const saved = readGridFile(out);
+  if (saved === null) refuseOtherFolder(out);
   const where = options.where ?? "study";
   let grid: StudyGrid;
   if (saved !== null) {

@@ -3,7 +3,7 @@
 // report in the same file.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAttnlipHere } from "../helpers/cli.ts";
 import { tempDir } from "../train/helpers.ts";
@@ -36,4 +36,15 @@ test("study: bad input exits 2 with one line naming the flag, before any work", 
     assert.match(r.stderr, message);
   }
   assert.ok(!existsSync(join(dir, "s")), "nothing written");
+  // A folder that holds something else (here a file of another command) is not a study: refused
+  // with or without grid flags, and left as it was.
+  const other = join(dir, "other");
+  mkdirSync(other);
+  writeFileSync(join(other, "analysis.json"), "{}");
+  for (const args of [["study", other], ["study", other, "--model", "vit-micro"]]) {
+    const r = await runAttnlipHere(args);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /^attnlip: study: .*other is not empty and holds no study \(no study-grid\.json\): give a new or empty folder for a new study\n$/);
+  }
+  assert.deepEqual(readdirSync(other), ["analysis.json"]);
 });
