@@ -1,6 +1,6 @@
 import type { TopLevelSpec } from "vega-lite";
 import { METRIC_NOTES, type StudyGroup, type StudySummary } from "../study/aggregate.ts";
-import { formatDifference, formatInterval, unfinishedNote } from "../study/table.ts";
+import { formatDifference, formatInterval, metricsWithValue, unfinishedNote, variantsNote } from "../study/table.ts";
 import { escapeHtml, figure, page, section, table, warning } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
 
@@ -21,7 +21,8 @@ interface Drawn {
 
 /** Headline metrics of a group in drawing order: accuracies, robust accuracies, Lipschitz figures, attention. */
 function drawnMetrics(group: StudyGroup): Drawn[] {
-  const names = new Set(group.lambdas.flatMap((l) => Object.keys(l.metrics)));
+  // Metrics without a value at any lambda (bounds for another kind of attention) are left out.
+  const names = metricsWithValue(group);
   const robust = [...names].filter((n) => n.startsWith("robust:"));
   const ratios = [...names].filter((n) => n.startsWith("networkRatio:"));
   const blocks = [...names].filter((n) => n.startsWith("blockTrue:"));
@@ -29,6 +30,7 @@ function drawnMetrics(group: StudyGroup): Drawn[] {
     { name: "cleanAccuracy", title: "clean accuracy (whole test split)", percent: true },
     ...robust.map((n) => ({ name: n, title: robustTitle(n), percent: true })),
     { name: "networkTrue", title: "median true network Lipschitz constant", percent: false },
+    { name: "compositionFloor", title: "median composition floor", percent: false },
     ...blocks.map((n) => ({ name: n, title: `median true Lipschitz, block ${n.split(":")[1]}`, percent: false })),
     { name: "meanSigma", title: "mean sigma of attention rows", percent: false },
     { name: "meanTop1", title: "mean p(1) of attention rows", percent: false },
@@ -66,7 +68,7 @@ function wrapTitle(title: string, width = 30): string[] {
 }
 
 /** The network bound variants drawn against lambda (the table lists every variant). */
-const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov", "fused"]);
+const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"]);
 
 /**
  * Small multiples: lambda (ordinal, in the grid's order) against each metric, the mean as a
@@ -170,6 +172,7 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
       g.verdict.length > 0 ? `<p><strong>Verdict on the paper's claims</strong> (paired differences from λ = 0; "holds" means the 95% interval excludes 0 in the claimed direction):</p><ul>${g.verdict.map((v) => `<li>${escapeHtml(v)}</li>`).join("")}</ul>` : "",
       g.lambdas.some((l) => l.lambda === 0) ? "" : warning("this group has no lambda 0, so there are no paired differences and no verdict"),
       groupTable(g, metrics),
+      variantsNote(g) !== null ? `<p class="na">${escapeHtml(variantsNote(g)!)}.</p>` : "",
       figure(`${id}-lambda`, await renderVegaLite(lambdaSpec(g, metrics), `${id}-lambda`), "Each metric against the JaSMin weight lambda: mean over seeds (point) and 95% Student-t interval (bar). Each panel has its own scale."),
       robust.length > 0
         ? figure(`${id}-clean-robust`, await renderVegaLite(cleanRobustSpec(g, robust), `${id}-clean-robust`), "Clean against robust accuracy, one point per lambda (colour), with 95% intervals both ways: up and to the right is better.")

@@ -4,11 +4,34 @@ import type { MeanInterval } from "./statistics.ts";
 import { direction } from "./verdict.ts";
 
 /** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
-const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused"];
+const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"];
+
+/**
+ * The metrics of a group with a value at some lambda (a bound variant that does not apply to the
+ * group's model, such as the dot-product variants of an L2-attention model, has none).
+ */
+export function metricsWithValue(group: StudyGroup): Set<string> {
+  return new Set(
+    group.lambdas.flatMap((l) => Object.entries(l.metrics).filter(([, s]) => s !== null && s !== undefined).map(([n]) => n)),
+  );
+}
+
+/**
+ * A line naming the network bound variants without a value in the group (they bound another
+ * kind of attention than the group's model has), or null when every variant has one.
+ *
+ * @example variantsNote(l2Group) // "no value for paper, t3-one, ...: these bounds do not apply to vit-tiny-l2's attention"
+ */
+export function variantsNote(group: StudyGroup): string | null {
+  const all = new Set(group.lambdas.flatMap((l) => Object.keys(l.metrics)));
+  const have = metricsWithValue(group);
+  const none = [...all].filter((n) => n.startsWith("networkRatio:") && !have.has(n)).map((n) => n.split(":")[1]);
+  return none.length === 0 ? null : `no value for ${none.join(", ")}: these bounds do not apply to ${group.model}'s attention`;
+}
 
 /** The metrics the printed table shows, in order: accuracies, robust accuracies, Lipschitz figures, attention. */
 function shownMetrics(group: StudyGroup): { name: string; label: string; percent: boolean }[] {
-  const names = Object.keys(group.lambdas[0]?.metrics ?? {});
+  const names = [...metricsWithValue(group)];
   const robust = names.filter((n) => n.startsWith("robust:"));
   return [
     { name: "cleanAccuracy", label: "clean accuracy (test split)", percent: true },
@@ -17,6 +40,7 @@ function shownMetrics(group: StudyGroup): { name: string; label: string; percent
       return { name: n, label: `${attack} ${norm} ${eps.replace("=", " ")} robust accuracy`, percent: true };
     }),
     { name: "networkTrue", label: "median network Lipschitz, true", percent: false },
+    { name: "compositionFloor", label: "median composition floor", percent: false },
     ...TABLE_VARIANTS.filter((v) => names.includes(`networkRatio:${v}`)).map((v) => ({
       name: `networkRatio:${v}`,
       label: `median network bound/true, ${v}`,
@@ -86,6 +110,8 @@ export function studyTable(summary: StudySummary): string {
       ...diffs.map((l) => formatDifference(l.difference?.[m.name], m.percent)),
     ]);
     parts.push(renderTable(head, rows));
+    const absent = variantsNote(g);
+    if (absent !== null) parts.push(`note: ${absent}`);
     for (const line of g.verdict) parts.push(`verdict: ${line}`);
   }
   return parts.join("\n");

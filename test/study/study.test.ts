@@ -7,6 +7,8 @@ import { fileURLToPath } from "node:url";
 import { runStudy } from "../../src/cli/studyRun.ts";
 import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
 import type { RunResult } from "../../src/study/result.ts";
+import { studyTable } from "../../src/study/table.ts";
+import { buildStudyReport } from "../../src/report/study.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 import { tempDir } from "../train/helpers.ts";
 
@@ -131,4 +133,15 @@ test("a vit-micro-l2 run: the dot-product variants, vacuous on L2 attention (Inf
   const metrics = summary.groups[0].lambdas[0].metrics;
   assert.equal(metrics["networkRatio:kim"]?.mean, r.networkRatio.kim);
   assert.equal(metrics["networkRatio:cov"], null);
+  // The printed table and the report show the L2 variants and the composition floor, and say
+  // why the dot-product variants have no value instead of listing them as "-".
+  const printed = studyTable(summary);
+  for (const row of ["median network bound/true, l2-dist", "median network bound/true, kim", "median composition floor"])
+    assert.match(printed, new RegExp(row));
+  assert.doesNotMatch(printed, /median network bound\/true, cov/);
+  assert.match(printed, /note: no value for paper, .*cov.*fused.*: these bounds do not apply to vit-micro-l2's attention/);
+  const html = await buildStudyReport(summary);
+  assert.match(html, /median network bound\/true, kim/);
+  assert.doesNotMatch(html, /median network bound\/true, fused/);
+  assert.match(html, /no value for paper, .*: these bounds do not apply to vit-micro-l2&#39;s attention|no value for paper, .*: these bounds do not apply to vit-micro-l2's attention/);
 });
