@@ -212,6 +212,7 @@ test("attnlip analyze rejects bad input with exit 2 and one line", async () => {
     [["analyze", "--random-init", "--backend", "gpu"], /gpu/],
     [["analyze", "--random-init", "--model", "vit-micro", "--n", "1", "--variants", "kim"], /^attnlip: analyze: blocks\.0\.attn: variant "kim" .* bounds L2 attention only: dot-product attention is not globally Lipschitz/],
     [["analyze", "--random-init", "--model", "vit-micro", "--n", "1", "--variants", "cov,l2-cov"], /^attnlip: analyze: blocks\.0\.attn: variants "l2-dist" and "l2-cov" bound L2 attention only/],
+    [["analyze", "--random-init", "--model", "vit-micro-l2", "--n", "1", "--variants", "fused,cov"], /^attnlip: analyze: blocks\.0\.attn: the variants asked for bound dot-product attention only, and this layer is L2 attention/],
     [["analyze", "--random-init", "--variants", "paper,bogus"], /^attnlip: analyze: --variants: unknown variant "bogus" \(known: paper, t3-one, .*castin, l2-dist, l2-cov, kim\)$/],
     [["analyze", "--random-init", "--variants", "dist,dist"], /^attnlip: analyze: --variants: "dist" is listed twice$/],
     [["analyze", "--random-init", "--variants", ","], /^attnlip: analyze: --variants: must be variant names separated by commas, got ","$/],

@@ -8,12 +8,18 @@ import {
   type VariantValues,
 } from "../rules/attentionHead.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
+import { InputError } from "../../util/errors.ts";
 import { kimHeadBound } from "../rules/kim.ts";
 import { l2HeadBounds, l2HeadWeights, type L2HeadWeights } from "../rules/l2Head.ts";
 import { spectralNorm } from "../linalg.ts";
 import { attentionStats, type AttentionDetail } from "./attention.ts";
 import { extra, input, perVariant, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
+
+
+/** Why an L2-attention layer refuses a request for dot-product variants only (an InputError: exit 2 from the CLI). */
+export const DOT_ONLY_L2_REFUSED =
+  'the variants asked for bound dot-product attention only, and this layer is L2 attention (their value would be Infinity): ask for "l2-dist", "l2-cov" or "kim" (docs/math.md section 2, "Local bounds of L2 attention")';
 
 /**
  * Why an L2-attention layer has no value for the dot-product variants: the `note` of its rule's
@@ -203,6 +209,10 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
     const allowed = layer.mask.allowed;
     const masked = allowed?.some((a) => !a) ?? false;
     const variants = layer.options.variants;
+    // Only dot-product variants asked: every value would be Infinity; refused like `kim` on
+    // dot-product attention.
+    if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
+      throw new InputError(`${layer.name}: ${DOT_ONLY_L2_REFUSED}`);
     const localWanted = L2_LOCAL_VARIANTS.filter((v) => variants.includes(v));
     // The local variants at this input: Q = X W_Q and P in float64 from the traced input.
     const localValues: Partial<Record<string, number>>[] = [];
