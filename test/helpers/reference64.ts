@@ -341,15 +341,12 @@ export function encoderHead64(
 
 
 /**
- * ViT forward pass (vit.ts) of one image.
+ * The embedded sequence of one image (vit.ts): the patches (p x p, flattened in (row, column,
+ * channel) order) times patch.w plus patch.b, the cls row first, positions added; [n, d].
  *
  * @param image H*W*C values in (row, column, channel) order.
  */
-export function vitForward64(
-  cfg: VitConfig,
-  weights: Weights,
-  image: ArrayLike<number>,
-): Forward64 {
+export function vitSequence64(cfg: VitConfig, weights: Weights, image: ArrayLike<number>): Float64Array {
   const { imageSize: s, channels: c, patchSize: p, dModel: d } = cfg;
   const g = s / p;
   const N = g * g;
@@ -369,7 +366,21 @@ export function vitForward64(
   for (let i = 0; i <= N; i++)
     for (let k = 0; k < d; k++)
       seq[i * d + k] = (i === 0 ? cls[k] : tokens[(i - 1) * d + k]) + pos[i * d + k];
-  return encoderHead64(seq, N + 1, cfg, weights);
+  return seq;
+}
+
+/**
+ * ViT forward pass (vit.ts) of one image.
+ *
+ * @param image H*W*C values in (row, column, channel) order.
+ */
+export function vitForward64(
+  cfg: VitConfig,
+  weights: Weights,
+  image: ArrayLike<number>,
+): Forward64 {
+  const seq = vitSequence64(cfg, weights, image);
+  return encoderHead64(seq, seq.length / cfg.dModel, cfg, weights);
 }
 
 /**

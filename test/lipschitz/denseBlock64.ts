@@ -9,7 +9,7 @@ import { EigenvalueDecomposition, Matrix } from "ml-matrix";
 import type { VitConfig } from "../../src/nn/config.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 import { gelu } from "../../src/nn/gelu.ts";
-import { attention64, layerNorm64, linear64, vitForward64, type Weights } from "../helpers/reference64.ts";
+import { attention64, layerNorm64, linear64, vitForward64, vitSequence64, type Weights } from "../helpers/reference64.ts";
 import { mulberry32, normals } from "./rulesHelpers.ts";
 
 function weight(weights: Weights, name: string): NamedArray {
@@ -271,28 +271,6 @@ export function blockOperators(b: BlockJacobian64): { branch: Operator; attnHalf
   const mlpHalf: Operator = { rows: N, cols: N, apply: (v) => rowBlocks(b.mlpRows, b.d, v, false), applyT: (u) => rowBlocks(b.mlpRows, b.d, u, true) };
   const block: Operator = { rows: N, cols: N, apply: (v) => mlpHalf.apply(attnHalf.apply(v)), applyT: (u) => attnHalf.applyT(mlpHalf.applyT(u)) };
   return { branch, attnHalf, mlpHalf, block };
-}
-
-/** The embedded sequence (cls, patch tokens, positions) of an image, [n, d]. */
-export function vitSequence64(cfg: VitConfig, weights: Weights, image: ArrayLike<number>): Float64Array {
-  const { imageSize: s, channels: ch, patchSize: p, dModel: d } = cfg;
-  const gsz = s / p;
-  const N = gsz * gsz;
-  const pd = p * p * ch;
-  const patches = new Float64Array(N * pd);
-  for (let gy = 0; gy < gsz; gy++)
-    for (let gx = 0; gx < gsz; gx++)
-      for (let py = 0; py < p; py++)
-        for (let px = 0; px < p; px++)
-          for (let c = 0; c < ch; c++)
-            patches[(gy * gsz + gx) * pd + (py * p + px) * ch + c] = image[((gy * p + py) * s + gx * p + px) * ch + c];
-  const tokens = linear64(patches, N, weight(weights, "patch.w"), weight(weights, "patch.b"));
-  const cls = weight(weights, "cls").data;
-  const pos = weight(weights, "pos").data;
-  const seq = new Float64Array((N + 1) * d);
-  for (let t = 0; t <= N; t++)
-    for (let k = 0; k < d; k++) seq[t * d + k] = (t === 0 ? cls[k] : tokens[(t - 1) * d + k]) + pos[t * d + k];
-  return seq;
 }
 
 /** Everything {@link vitJacobians64} gives: per block its Jacobian parts, and the network's input Jacobian [classes, pixels]. */

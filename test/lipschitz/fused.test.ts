@@ -26,7 +26,7 @@ import {
   normals,
   pick,
   randomAllowed,
-  randomWeights,
+  tinyVitWeights,
   sigmaMax,
 } from "./rulesHelpers.ts";
 
@@ -207,12 +207,7 @@ test("pre-LN attention branches of 120 random blocks: the residual's fused value
     const model = createModel(cfg);
     const c = model.config as VitConfig;
     model.setWeights(
-      randomWeights(rand, c, pick(rand, [0.3, 1, 3]), c.qkvBias, {
-        "patch.w": [4, c.dModel],
-        "patch.b": [c.dModel],
-        cls: [1, c.dModel],
-        pos: [5, c.dModel],
-      }),
+      tinyVitWeights(rand, c),
     );
     const x = tf.randomUniform([1, 4, 4, 1], 0, pick(rand, [0.01, 1]), "float32", t);
     attentionBranchCheck(model, x, `case ${t}`);

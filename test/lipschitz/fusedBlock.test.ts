@@ -9,7 +9,7 @@ import { createModel, disposeTrace } from "../../src/nn/index.ts";
 import type { VitConfig } from "../../src/nn/config.ts";
 import { networkBounds } from "../../src/lipschitz/networkBounds.ts";
 import { block64 } from "../helpers/reference64.ts";
-import { fdJacobian, median, mulberry32, pick, randomWeights, sigmaMax } from "./rulesHelpers.ts";
+import { fdJacobian, median, mulberry32, pick, tinyVitWeights, sigmaMax } from "./rulesHelpers.ts";
 
 before(async () => {
   await useBackend("cpu");
@@ -35,12 +35,7 @@ test("whole blocks, 1,000 random pre-LN and post-LN cases: fused >= the dense tr
     const model = models.get(key)!;
     const c = model.config as VitConfig;
     model.setWeights(
-      randomWeights(rand, c, pick(rand, [0.3, 1, 3]), c.qkvBias, {
-        "patch.w": [4, c.dModel],
-        "patch.b": [c.dModel],
-        cls: [1, c.dModel],
-        pos: [5, c.dModel],
-      }),
+      tinyVitWeights(rand, c),
     );
     const x = tf.randomUniform([1, 4, 4, 1], 0, pick(rand, [0.01, 1]), "float32", t);
     const { logits, trace } = model.forward(x, { trace: true });

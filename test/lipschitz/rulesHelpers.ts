@@ -268,3 +268,16 @@ export function randomWeights(
   put("head.b", [shape.classes ?? 3], 0.1);
   return out;
 }
+
+/**
+ * Random weights for a one-block ViT on 4x4 images with 2x2 patches (5 tokens): {@link
+ * randomWeights} at a scale of 0.3, 1 or 3 drawn from `rand`, with the embedding's tensors.
+ */
+export function tinyVitWeights(rand: Rand, c: BlockShape & { blocks: number; qkvBias: boolean }): Map<string, NamedArray> {
+  return randomWeights(rand, c, pick(rand, [0.3, 1, 3]), c.qkvBias, {
+    "patch.w": [4, c.dModel],
+    "patch.b": [c.dModel],
+    cls: [1, c.dModel],
+    pos: [5, c.dModel],
+  });
+}

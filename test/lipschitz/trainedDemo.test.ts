@@ -15,9 +15,9 @@ import { loadDataset } from "../../src/data/dataset.ts";
 import { modelFromBytes } from "../../src/explorer/compute.ts";
 import { createModel } from "../../src/nn/index.ts";
 import type { VitConfig } from "../../src/nn/config.ts";
-import { block64, vitForward64 } from "../helpers/reference64.ts";
+import { block64, vitForward64, vitSequence64 } from "../helpers/reference64.ts";
 import { fdJacobian, mulberry32, normals } from "./rulesHelpers.ts";
-import { blockJacobian64, blockOperators, lanczosNorm, vitJacobians64, vitSequence64 } from "./denseBlock64.ts";
+import { blockJacobian64, blockOperators, lanczosNorm, vitJacobians64 } from "./denseBlock64.ts";
 
 before(async () => {
   await useBackend("wasm");
