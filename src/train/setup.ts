@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { batchCount, SeededRng, type ImageDataset } from "../data/dataset.ts";
@@ -170,6 +170,20 @@ function recordHeldOut(state: TrainState, held: { trainingInputs: TrainingInputs
 }
 
 /**
+ * A metrics.jsonl with records, in a folder without a checkpoint, is an earlier run's log (one
+ * that diverged or stopped before its first epoch ended): it is kept as metrics.N.jsonl (the
+ * first free N), with a warning, instead of being replaced by the new run's.
+ */
+function keepEarlierMetrics(out: string, warn: (line: string) => void): void {
+  const path = join(out, "metrics.jsonl");
+  if (!existsSync(path) || statSync(path).size === 0) return;
+  let n = 1;
+  while (existsSync(join(out, `metrics.${n}.jsonl`))) n++;
+  renameSync(path, join(out, `metrics.${n}.jsonl`));
+  warn(`train: warning: ${out} held an earlier run's metrics.jsonl without a checkpoint (it stopped before its first epoch ended): kept as metrics.${n}.jsonl`);
+}
+
+/**
  * A new run: settings validated, data loaded (the tokenizer built from the training split for
  * text), the model initialised with `seed`, a fresh AdamW, the train state with the split's
  * digests (data/heldOut.ts) and the data's content digest and path (data/identity.ts), and an
@@ -287,6 +301,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   const optimizer = new AdamW(model.params.entries(), { weightDecay });
   if (out !== null) {
     await mkdir(out, { recursive: true });
+    keepEarlierMetrics(out, options.warn ?? console.error);
     await writeFileAtomically(join(out, "metrics.jsonl"), "");
   }
   const held = heldOutTest(kind, dataset);

@@ -107,6 +107,14 @@ test("lr 1e30 diverges with TrainingDiverged before any checkpoint", async () =>
     (e: unknown) => e instanceof TrainingDiverged && /diverged/.test(e.message),
   );
   assert.equal(tf.memory().numTensors, before);
+  // The diverged run's log is kept, not replaced, when the next run uses the same folder.
+  const log = readFileSync(join(dir, "metrics.jsonl"), "utf8");
+  assert.ok(log.length > 0);
+  const warnings: string[] = [];
+  const again = await train({ ...base(dataset), epochs: 1, out: dir, warn: (l) => warnings.push(l) });
+  again.model.dispose();
+  assert.equal(readFileSync(join(dir, "metrics.1.jsonl"), "utf8"), log);
+  assert.match(warnings.join("\n"), /held an earlier run's metrics\.jsonl without a checkpoint .*kept as metrics\.1\.jsonl/);
 });
 
 test("loadCheckpoint: broken or truncated checkpoints raise a one-line CheckpointError (an InputError)", async () => {
