@@ -220,7 +220,12 @@ function heldOutPart<S extends ImageSplit | TextSplit>(
 ): { split: S; info: EvaluationSplit } {
   const { who, trained } = request;
   if (data.test.count === 0)
-    throw new InputError(`${who}: --data: the test split of ${data.spec} holds no examples`);
+    throw new InputError(
+      `${who}: --data: the test split of ${data.spec} holds no examples` +
+        (/^(csv|jsonl):/.test(data.spec)
+          ? ` (the file's ${data.train.count} record(s) all went to training: the seeded split sets about a fifth of each class aside for testing, and classes this small get none; give more records)`
+          : ""),
+    );
   const seen: Fingerprints | null =
     trained === null ? null : own ? fingerprintSet(data.train) : (trained.trainingInputs ?? null);
   const { kept, seen: leftOut } = heldOutPositions(data.test, seen);
