@@ -6,6 +6,8 @@ import {
   refuseL2Variants,
   inputNorms,
   type HeadNorms,
+  fusedWithRowWeights,
+  type FusedRows,
   type PreRowwise,
   type VariantValues,
 } from "../rules/attentionHead.ts";
@@ -87,7 +89,11 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const { wq, wk, wv } = layer.params;
     const w = { wq: wq.data, wk: wk.data, wv: wv.data };
     const pres = preRowwise(before.rowJacobian, n, w, H, before.bound.fused);
-    const heads = attentionRule(layer, pres).detail as AttentionDetail;
+    const rule = attentionRule(layer, pres, undefined, true);
+    const heads = rule.detail;
+    // Kept for ruleBetweenRowwise at the same example (the block's joint bound), which then only
+    // reweights the rows.
+    fusedRowsCache.set(layer, rule.fusedRows);
     return {
       fused: attentionLayerBound(
         heads.heads.map((hr) => hr.values),
@@ -104,6 +110,15 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const [n, d] = input(layer).shape;
     const H = layer.prepared.heads.length;
     const { wq, wk, wv, wo } = layer.params;
+    const post = outputRowWeights(wo.data, d, n, after);
+    const kept = before === null ? undefined : fusedRowsCache.get(layer);
+    if (kept !== undefined && kept.length === H && kept.every((r) => r.n === n))
+      return {
+        fused: attentionLayerBound(
+          kept.map((r) => ({ fused: fusedWithRowWeights(r, post) }) as VariantValues),
+          1,
+        ).fused,
+      };
     const pres =
       before === null
         ? undefined
@@ -114,8 +129,7 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
             H,
             before.bound.fused,
           );
-    const heads = attentionRule(layer, pres, outputRowWeights(wo.data, d, n, after))
-      .detail as AttentionDetail;
+    const heads = attentionRule(layer, pres, post).detail as AttentionDetail;
     return {
       fused: attentionLayerBound(
         heads.heads.map((hr) => hr.values),
@@ -124,6 +138,13 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     };
   },
 };
+
+/**
+ * `fused`'s per-row pieces of each head after the row-wise map before it, by attention entry at
+ * one example (a LayerView lives for one composition): ruleAfterRowwise keeps them, and
+ * ruleBetweenRowwise reweights them with the MLP half's output-row weights.
+ */
+const fusedRowsCache = new WeakMap<LayerView<AttentionPrepared>, FusedRows[]>();
 
 /**
  * rho_i = ||W_O G_i||_2 per output row i, G_i the row-wise map's row Jacobian after the layer
@@ -154,7 +175,8 @@ function attentionRule(
   layer: LayerView<AttentionPrepared>,
   pres?: PreRowwise[],
   post?: Float64Array,
-): { value: VariantValues; detail: AttentionDetail } {
+  keepRows = false,
+): { value: VariantValues; detail: AttentionDetail; fusedRows: FusedRows[] } {
   // Dot-product attention is not globally Lipschitz (Kim et al. 2021, Theorem 3.1): no `kim`;
   // and the L2 local variants are derived for L2 scores.
   refuseL2Variants(layer.options.variants, layer.name);
@@ -177,6 +199,7 @@ function attentionRule(
   });
   const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
     a.subarray(h * size, (h + 1) * size);
+  const kept: FusedRows[] = []; // with keepRows: `fused`'s per-row pieces of each head
   const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {
     const r = attentionHeadBounds(
       {
@@ -191,8 +214,9 @@ function attentionRule(
       hn,
       pres === undefined && post === undefined
         ? { variants: layer.options.variants }
-        : { variants: ["fused"], pre: pres?.[h], post },
+        : { variants: ["fused"], pre: pres?.[h], post, keepRows },
     );
+    if (r.fusedRows !== undefined) kept.push(r.fusedRows);
     return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
   });
   const detail: AttentionDetail = { heads };
@@ -202,6 +226,7 @@ function attentionRule(
       layer.prepared.wo,
     ),
     detail,
+    fusedRows: kept,
   };
 }
 

@@ -331,6 +331,73 @@ export interface HeadBounds {
   values: VariantValues;
   parts: HeadParts;
   rows: HeadRowStats;
+  /** `fused`'s per-row pieces, with options.keepRows (see {@link FusedRows}). */
+  fusedRows?: FusedRows;
+}
+
+/**
+ * `fused`'s per-row pieces at one input (options.keepRows of {@link attentionHeadBounds}), from
+ * which {@link fusedWithRowWeights} gives `fused` with any output-row weights without redoing
+ * the O(n^2 d_k^2) work: each path bounds every output row on its own before the rows are
+ * combined (docs/math.md section 2, `fused`, "Output-row weights").
+ */
+export interface FusedRows {
+  n: number;
+  dk: number;
+  /** Value path matrix P diag(nu) [n, n] (rows scaled by the weights later). */
+  pNu: Float64Array;
+  /** Query path: lambda_max(C_i^T G_i C_i) per row (its square, before 1/sqrt(d_k)); 0 off the live rows. */
+  query2: Float64Array;
+  /** Key path (ii): tau_i^2 per row, with the queries q [n, d_k]. */
+  tau2: Float64Array;
+  q: Float64Array;
+  /** Key path (i): ||V^T J_i diag(rho_i)||^2 per row. */
+  pair2: Float64Array;
+  /** `cov`'s key path times max_j ||L_j|| (scaled by the largest live weight). */
+  keyRelaxed: number;
+  live: Uint8Array;
+}
+
+/**
+ * `fused` with output-row weights w (docs/math.md section 2, `fused`, "Output-row weights") from
+ * the per-row pieces of an unweighted run: ||diag(w) P diag(nu)|| + max_i w_i sqrt(query2_i) /
+ * sqrt(d_k) + the smallest key path. Equal to attentionHeadBounds' `fused` with options.post = w
+ * (up to rounding; tested).
+ *
+ * @param w [n] weights >= 0.
+ * @throws RangeError when w does not have n entries >= 0.
+ * @example fusedWithRowWeights(head.fusedRows!, rho)
+ */
+export function fusedWithRowWeights(rows: FusedRows, w: ArrayLike<number>): number {
+  const { n, dk, live } = rows;
+  if (w.length !== n || !Array.from(w).every((x) => x >= 0))
+    throw new RangeError(`attention head: row weights must be ${n} numbers >= 0`);
+  const pw = new Float64Array(n * n);
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < n; j++) pw[i * n + j] = w[i] * rows.pNu[i * n + j];
+  const value = spectralNorm(pw, n, n);
+  let query2 = 0;
+  let pair2 = 0;
+  let wMax = 0;
+  const cq = new Float64Array(dk * dk);
+  for (let i = 0; i < n; i++) {
+    if (!live[i]) continue;
+    const w2 = w[i] * w[i];
+    wMax = Math.max(wMax, w[i]);
+    query2 = Math.max(query2, w2 * rows.query2[i]);
+    pair2 += w2 * rows.pair2[i];
+    const t = w2 * rows.tau2[i];
+    if (t > 0)
+      for (let a = 0; a < dk; a++)
+        for (let b = 0; b < dk; b++) cq[a * dk + b] += t * rows.q[i * dk + a] * rows.q[i * dk + b];
+  }
+  const sqrtDk = Math.sqrt(dk);
+  const key = Math.min(
+    rows.keyRelaxed * wMax,
+    Math.sqrt(Math.max(symMaxEigenvalue(cq, dk), 0)) / sqrtDk,
+    Math.sqrt(pair2) / sqrtDk,
+  );
+  return value + Math.sqrt(query2) / sqrtDk + key;
 }
 
 /**
@@ -412,7 +479,12 @@ export function headRowStats(
 export function attentionHeadBounds(
   act: HeadActivations,
   norms: HeadNorms,
-  options: { variants?: readonly HeadVariant[]; pre?: PreRowwise; post?: ArrayLike<number> } = {},
+  options: {
+    variants?: readonly HeadVariant[];
+    pre?: PreRowwise;
+    post?: ArrayLike<number>;
+    keepRows?: boolean;
+  } = {},
 ): HeadBounds {
   const wanted = options.variants ?? HEAD_VARIANTS;
   refuseL2Variants(wanted, "attention head");
@@ -539,6 +611,7 @@ export function attentionHeadBounds(
   let fusedValue = NaN;
   let fusedQuery = NaN;
   let fusedKey = NaN;
+  let fusedRows: FusedRows | undefined;
   if (wanted.includes("fused")) {
     const pre = options.pre;
     if (
@@ -556,16 +629,29 @@ export function attentionHeadBounds(
     // Value path: ||sum_j P_ij e_j L_j W_V|| <= sum_j P_ij nu_j ||e_j|| with P >= 0; without a
     // map every nu_j is ||W_V|| and this is the value path above.
     // Output rows weighted by options.post (a row-wise map after the layer): row i scaled by post_i.
-    if (pre === undefined && post === undefined) fusedValue = valuePath;
+    const keepRows = options.keepRows === true && post === undefined;
+    if (pre === undefined && post === undefined && !keepRows) fusedValue = valuePath;
     else {
       const pNu = new Float64Array(n * n);
       for (let i = 0; i < n; i++)
         for (let j = 0; j < n; j++)
           pNu[i * n + j] = (post?.[i] ?? 1) * pm[i * n + j] * (pre?.nu[j] ?? norms.wv);
       fusedValue = spectralNorm(pNu, n, n);
+      if (keepRows)
+        fusedRows = {
+          n,
+          dk,
+          pNu,
+          query2: new Float64Array(n),
+          tau2: new Float64Array(n),
+          q: Float64Array.from(q),
+          pair2: new Float64Array(n),
+          keyRelaxed: keyPath * (pre?.factor ?? 1),
+          live: rows.live,
+        };
     }
     fusedQuery =
-      pre === undefined && post === undefined && wanted.includes("cov")
+      pre === undefined && post === undefined && wanted.includes("cov") && !keepRows
         ? queryExact
         : queryPathExact(
             n,
@@ -580,6 +666,7 @@ export function attentionHeadBounds(
             (i) =>
               pre === undefined ? norms.gq : pre.gramQ.subarray(i * dk * dk, (i + 1) * dk * dk),
             post,
+            fusedRows?.query2,
           ) / sqrtDk;
     const gramK = (j: number) =>
       pre === undefined ? norms.gk : pre.gramK.subarray(j * dk * dk, (j + 1) * dk * dk);
@@ -595,6 +682,7 @@ export function attentionHeadBounds(
       kappa,
       gramK,
       post,
+      fusedRows,
     );
     let postMax = 1;
     if (post !== undefined) {
@@ -647,6 +735,7 @@ export function attentionHeadBounds(
       vc: normVc,
     },
     rows,
+    ...(fusedRows !== undefined ? { fusedRows } : {}),
   };
 }
 
@@ -668,6 +757,7 @@ function queryPathExact(
   rows: HeadRowStats,
   gramOf: (row: number) => Float64Array,
   rowWeight?: ArrayLike<number>,
+  perRow?: Float64Array,
 ): number {
   const dk2 = dk * dk;
   const kcAll = new Float64Array(n * dk);
@@ -742,9 +832,16 @@ function queryPathExact(
         ct[a * dk + b] = s * w2;
         ct[b * dk + a] = s * w2;
       }
-    if (any && belowCertified(ct, dk, best * (1 - 4 * dk * (dk + 1) * Number.EPSILON), work))
+    // (Every row's value is computed when they are kept: perRow.)
+    if (
+      perRow === undefined &&
+      any &&
+      belowCertified(ct, dk, best * (1 - 4 * dk * (dk + 1) * Number.EPSILON), work)
+    )
       continue;
-    best = Math.max(best, symMaxEigenvalue(ct, dk));
+    const lambda = symMaxEigenvalue(ct, dk);
+    if (perRow !== undefined) perRow[i] = Math.max(lambda, 0);
+    best = Math.max(best, lambda);
     any = true;
   }
   queryExact = Math.sqrt(Math.max(best, 0));
@@ -774,6 +871,7 @@ function tokenKeyPaths(
   kappa: Float64Array,
   gramK: (j: number) => Float64Array,
   rowWeight?: ArrayLike<number>,
+  keep?: FusedRows,
 ): [number, number] {
   const dk2 = dk * dk;
   const vc = new Float64Array(n * dk);
@@ -821,6 +919,7 @@ function tokenKeyPaths(
     const w2 = rowWeight === undefined ? 1 : rowWeight[i] * rowWeight[i];
     if (w2 === 0) continue;
     const tau2 = w2 * squaredNorm(i, kappa);
+    if (keep !== undefined) keep.tau2[i] = tau2;
     if (tau2 > 0)
       for (let a = 0; a < dk; a++) {
         const qa = q[i * dk + a];
@@ -838,7 +937,9 @@ function tokenKeyPaths(
       }
       weights[j] = Math.sqrt(Math.max(r, 0));
     }
-    pairSum += w2 * squaredNorm(i, weights);
+    const pair = squaredNorm(i, weights);
+    if (keep !== undefined) keep.pair2[i] = pair;
+    pairSum += w2 * pair;
   }
   return [Math.sqrt(Math.max(symMaxEigenvalue(cq, dk), 0)), Math.sqrt(pairSum)];
 }
