@@ -130,8 +130,10 @@ test("LayerNorm then one head: fused >= the dense truth of the composition, <= c
         alone.values.fused <= alone.values.cov,
         `case ${t}.${h}: fused alone above cov`,
       );
-      // Output-row weights (a row-wise map after the head): the weighted bound is above the
-      // weighted dense truth ||diag(w) J||, and reweighting the kept per-row pieces gives it too.
+      // Output-row weights (a row-wise map after the head), on every third case: the weighted
+      // bound is above the weighted dense truth ||diag(w) J||, and reweighting the kept per-row
+      // pieces gives it too.
+      if (cases % 3 === 0) {
       const wts = Float64Array.from({ length: n }, () => (rand() < 0.2 ? 0 : pick(rand, [0.1, 1, 5]) * rand()));
       const weighted = attentionHeadBounds(act, norms, { variants: ["fused"], pre: pres[h], post: wts }).values.fused;
       const scaled = Float64Array.from(jt, (x, k) => x * wts[Math.floor(Math.floor(k / (n * d)) / dk)]);
@@ -141,6 +143,7 @@ test("LayerNorm then one head: fused >= the dense truth of the composition, <= c
       assert.ok(Math.abs(kept.values.fused - fused) <= 1e-12 * fused + 1e-15, `case ${t}.${h}: keepRows changed fused`);
       const reweighted = fusedWithRowWeights(kept.fusedRows!, wts);
       assert.ok(Math.abs(reweighted - weighted) <= 1e-9 * weighted + 1e-15, `case ${t}.${h}: reweighted ${reweighted} vs ${weighted}`);
+      }
       if (truth > 1e-6) tightest = Math.min(tightest, fused / truth);
       cases++;
     }
