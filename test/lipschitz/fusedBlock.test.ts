@@ -39,7 +39,7 @@ test("whole blocks, 1,000 random pre-LN and post-LN cases: fused >= the dense tr
     );
     const x = tf.randomUniform([1, 4, 4, 1], 0, pick(rand, [0.01, 1]), "float32", t);
     const { logits, trace } = model.forward(x, { trace: true });
-    const nb = networkBounds(model, trace!);
+    const nb = networkBounds(model, trace!, { variants: ["fused"] });
     const u = Float64Array.from(trace!.blocks[0].input.dataSync());
     logits.dispose();
     disposeTrace(trace!);

