@@ -1,6 +1,6 @@
 import type { TopLevelSpec } from "vega-lite";
 import { METRIC_NOTES, type StudyGroup, type StudySummary } from "../study/aggregate.ts";
-import { formatDifference, formatInterval, metricsWithValue, unfinishedNote, variantsNote } from "../study/table.ts";
+import { formatDifference, formatInterval, metricsWithValue, TABLE_VARIANTS, unfinishedNote, variantsNote } from "../study/table.ts";
 import { escapeHtml, figure, page, section, table, warning } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
 
@@ -67,8 +67,8 @@ function wrapTitle(title: string, width = 30): string[] {
   return lines;
 }
 
-/** The network bound variants drawn against lambda (the table lists every variant). */
-const DRAWN_VARIANTS = new Set(["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"]);
+/** The network bound variants drawn against lambda: those the printed table shows (the report's table lists every variant). */
+const DRAWN_VARIANTS = new Set(TABLE_VARIANTS);
 
 /**
  * Small multiples: lambda (ordinal, in the grid's order) against each metric, the mean as a
@@ -165,6 +165,7 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
   if (summary.groups.length === 0) parts.push(`<p class="na">Not available: no finished runs yet.</p>`);
   for (const [i, g] of summary.groups.entries()) {
     const metrics = drawnMetrics(g);
+    const absent = variantsNote(g);
     const robust = metrics.filter((m) => m.name.startsWith("robust:"));
     const id = `group-${i}`;
     const body = [
@@ -172,7 +173,7 @@ export async function buildStudyReport(summary: StudySummary, options: { title?:
       g.verdict.length > 0 ? `<p><strong>Verdict on the paper's claims</strong> (paired differences from λ = 0; "holds" means the 95% interval excludes 0 in the claimed direction):</p><ul>${g.verdict.map((v) => `<li>${escapeHtml(v)}</li>`).join("")}</ul>` : "",
       g.lambdas.some((l) => l.lambda === 0) ? "" : warning("this group has no lambda 0, so there are no paired differences and no verdict"),
       groupTable(g, metrics),
-      variantsNote(g) !== null ? `<p class="na">${escapeHtml(variantsNote(g)!)}.</p>` : "",
+      absent !== null ? `<p class="na">${escapeHtml(absent)}.</p>` : "",
       figure(`${id}-lambda`, await renderVegaLite(lambdaSpec(g, metrics), `${id}-lambda`), "Each metric against the JaSMin weight lambda: mean over seeds (point) and 95% Student-t interval (bar). Each panel has its own scale."),
       robust.length > 0
         ? figure(`${id}-clean-robust`, await renderVegaLite(cleanRobustSpec(g, robust), `${id}-clean-robust`), "Clean against robust accuracy, one point per lambda (colour), with 95% intervals both ways: up and to the right is better.")

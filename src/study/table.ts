@@ -4,7 +4,7 @@ import type { MeanInterval } from "./statistics.ts";
 import { direction } from "./verdict.ts";
 
 /** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
-const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"];
+export const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"];
 
 /**
  * The metrics of a group with a value at some lambda (a bound variant that does not apply to the

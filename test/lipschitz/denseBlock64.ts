@@ -38,7 +38,7 @@ export function layerNormJacobian64(x: ArrayLike<number>, gamma: ArrayLike<numbe
   return J;
 }
 
-/** GELU's derivative (tanh form) by its formula. */
+/** GELU's derivative (tanh form) by its formula, written here again: the MLP rule's derivative is part of what the oracle checks. */
 function geluTanhDerivative(h: number): number {
   const k = Math.sqrt(2 / Math.PI);
   const u = k * (h + 0.044715 * h ** 3);
@@ -224,34 +224,6 @@ function rowBlocks(rows: Float64Array[], d: number, v: Float64Array, transpose: 
       }
   });
   return out;
-}
-
-/** M v and M^T u for a dense row-major [rows, cols] matrix. */
-export function denseOperator(m: Float64Array, rows: number, cols: number): Operator {
-  return {
-    rows,
-    cols,
-    apply(v) {
-      const out = new Float64Array(rows);
-      for (let r = 0; r < rows; r++) {
-        let s = 0;
-        const row = m.subarray(r * cols, (r + 1) * cols);
-        for (let t = 0; t < cols; t++) s += row[t] * v[t];
-        out[r] = s;
-      }
-      return out;
-    },
-    applyT(u) {
-      const out = new Float64Array(cols);
-      for (let r = 0; r < rows; r++) {
-        const x = u[r];
-        if (x === 0) continue;
-        const row = m.subarray(r * cols, (r + 1) * cols);
-        for (let t = 0; t < cols; t++) out[t] += x * row[t];
-      }
-      return out;
-    },
-  };
 }
 
 /** A linear map by its products. */

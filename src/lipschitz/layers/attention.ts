@@ -83,13 +83,7 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
   // row Jacobians L_j through L_j W_Q, L_j W_K, L_j W_V (docs/math.md section 2, `fused`).
   ruleAfterRowwise(layer, before) {
     if (!layer.options.variants.includes("fused")) return {};
-    const n = input(layer).shape[0];
-    const H = layer.prepared.heads.length;
-    // The weights as stored (float32 entries read exactly into the float64 products).
-    const { wq, wk, wv } = layer.params;
-    const w = { wq: wq.data, wk: wk.data, wv: wv.data };
-    const pres = preRowwise(before.rowJacobian, n, w, H, before.bound.fused);
-    const rule = attentionRule(layer, pres, undefined, true);
+    const rule = attentionRule(layer, preRowwiseOf(layer, before), true);
     const heads = rule.detail;
     // Kept for ruleBetweenRowwise at the same example (the block's joint bound), which then only
     // reweights the rows.
@@ -109,35 +103,31 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     if (!layer.options.variants.includes("fused")) return {};
     const [n, d] = input(layer).shape;
     const H = layer.prepared.heads.length;
-    const { wq, wk, wv, wo } = layer.params;
-    const post = outputRowWeights(wo.data, d, n, after);
-    const kept = before === null ? undefined : fusedRowsCache.get(layer);
-    if (kept !== undefined && kept.length === H && kept.every((r) => r.n === n))
-      return {
-        fused: attentionLayerBound(
-          kept.map((r) => ({ fused: fusedWithRowWeights(r, post) }) as VariantValues),
-          1,
-        ).fused,
-      };
-    const pres =
-      before === null
-        ? undefined
-        : preRowwise(
-            before.rowJacobian,
-            n,
-            { wq: wq.data, wk: wk.data, wv: wv.data },
-            H,
-            before.bound.fused,
-          );
-    const heads = attentionRule(layer, pres, post).detail as AttentionDetail;
+    // The pieces ruleAfterRowwise kept at this example; else (no map before: post-LN) computed here.
+    const cached = before === null ? undefined : fusedRowsCache.get(layer);
+    const kept =
+      cached !== undefined && cached.length === H && cached.every((r) => r.n === n)
+        ? cached
+        : attentionRule(layer, before === null ? undefined : preRowwiseOf(layer, before), true)
+            .fusedRows;
+    const post = outputRowWeights(layer.params.wo.data, d, n, after);
     return {
       fused: attentionLayerBound(
-        heads.heads.map((hr) => hr.values),
+        kept.map((r) => ({ fused: fusedWithRowWeights(r, post) }) as VariantValues),
         1,
       ).fused,
     };
   },
 };
+
+/** One {@link PreRowwise} per head for the row-wise map before the layer (its row Jacobians). */
+function preRowwiseOf(layer: LayerView<AttentionPrepared>, before: RowwiseBefore): PreRowwise[] {
+  // The weights as stored (float32 entries read exactly into the float64 products).
+  const { wq, wk, wv } = layer.params;
+  const n = input(layer).shape[0];
+  const w = { wq: wq.data, wk: wk.data, wv: wv.data };
+  return preRowwise(before.rowJacobian, n, w, layer.prepared.heads.length, before.bound.fused);
+}
 
 /**
  * `fused`'s per-row pieces of each head after the row-wise map before it, by attention entry at
@@ -167,15 +157,14 @@ function outputRowWeights(
 }
 
 /**
- * The attention rule at one example: every asked-for head variant, or only `fused` after a
- * row-wise map when `pres` (one {@link PreRowwise} per head) is given, with output rows
- * weighted when `post` (one weight per row) is.
+ * The attention rule at one example: every asked-for head variant, or with `fusedOnly` only
+ * `fused` (after a row-wise map when `pres`, one {@link PreRowwise} per head, is given), keeping
+ * its per-row pieces ({@link FusedRows}) for reweighting.
  */
 function attentionRule(
   layer: LayerView<AttentionPrepared>,
   pres?: PreRowwise[],
-  post?: Float64Array,
-  keepRows = false,
+  fusedOnly = false,
 ): { value: VariantValues; detail: AttentionDetail; fusedRows: FusedRows[] } {
   // Dot-product attention is not globally Lipschitz (Kim et al. 2021, Theorem 3.1): no `kim`;
   // and the L2 local variants are derived for L2 scores.
@@ -199,7 +188,7 @@ function attentionRule(
   });
   const slice = (a: Float32Array | Float64Array, h: number, size: number) =>
     a.subarray(h * size, (h + 1) * size);
-  const kept: FusedRows[] = []; // with keepRows: `fused`'s per-row pieces of each head
+  const kept: FusedRows[] = []; // with fusedOnly: `fused`'s per-row pieces of each head
   const heads: HeadReport[] = layer.prepared.heads.map((hn, h) => {
     const r = attentionHeadBounds(
       {
@@ -212,9 +201,9 @@ function attentionRule(
         allowed: layer.mask.allowed,
       },
       hn,
-      pres === undefined && post === undefined
-        ? { variants: layer.options.variants }
-        : { variants: ["fused"], pre: pres?.[h], post, keepRows },
+      fusedOnly
+        ? { variants: ["fused"], pre: pres?.[h], keepRows: true }
+        : { variants: layer.options.variants },
     );
     if (r.fusedRows !== undefined) kept.push(r.fusedRows);
     return { values: r.values, stats: attentionStats(r.rows, layer.mask.real) };
