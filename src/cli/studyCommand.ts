@@ -155,7 +155,7 @@ export function studyCommand(): Command {
     .option("--batch <n>", "examples per training step [32]")
     .option("--lr <x>", "peak learning rate [0.002]")
     .option("--analyze-n <n>", "test inputs analysed per run (bounds and true values) [100]")
-    .option("--iterations <n>", "power-iteration limit of the block true values [50]")
+    .option("--iterations <n>", "iteration limit of the block true values (Lanczos, products with Df^T Df) [50]")
     .option("--attack-n <n>", "test inputs attacked per run [500]")
     .option("--attack <list>", "attacks, comma-separated (apgd, pgd, fgsm) [apgd]")
     .option("--eps-linf <list>", "l_inf radii [images: 0,0.05,0.1,0.2; text: 0,0.001,0.002,0.005]")
