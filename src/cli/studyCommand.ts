@@ -21,6 +21,8 @@ interface RawStudyOptions {
   testLimit?: string;
   batch?: string;
   lr?: string;
+  pretrainEpochs?: string;
+  pretrainLr?: string;
   analyzeN?: string;
   iterations?: string;
   attackN?: string;
@@ -48,6 +50,8 @@ const FLAGS: Record<keyof RawStudyOptions, string> = {
   testLimit: "--test-limit",
   batch: "--batch",
   lr: "--lr",
+  pretrainEpochs: "--pretrain-epochs",
+  pretrainLr: "--pretrain-lr",
   analyzeN: "--analyze-n",
   iterations: "--iterations",
   attackN: "--attack-n",
@@ -79,6 +83,8 @@ const StudyFlagsSchema = z.object({
   testLimit: positive.optional(),
   batch: positive.optional(),
   lr: numberFlag({ above: 0 }).optional(),
+  pretrainEpochs: numberFlag(EPOCHS).optional(),
+  pretrainLr: numberFlag({ above: 0 }).optional(),
   analyzeN: positive.optional(),
   iterations: positive.optional(),
   attackN: positive.optional(),
@@ -104,7 +110,7 @@ function gridFromFlags(f: StudyFlags): Record<string, unknown> {
     seeds: f.seeds,
     jasminNorm: f.jasminNorm,
     reduce: f.jasminReduce,
-    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, testLimit: f.testLimit, batch: f.batch, lr: f.lr })),
+    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, testLimit: f.testLimit, batch: f.batch, lr: f.lr, pretrainEpochs: f.pretrainEpochs, pretrainLr: f.pretrainLr })),
     analyze: nonEmpty(pick({ n: f.analyzeN, iterations: f.iterations })),
     attack: nonEmpty(pick({ n: f.attackN, attacks: f.attack, linf: f.epsLinf, l2: f.epsL2, steps: f.steps, restarts: f.restarts })),
   });
@@ -149,11 +155,16 @@ export function studyCommand(): Command {
     .option("--seeds <list>", "seeds, comma-separated [0,1,2]")
     .option("--jasmin-norm <list>", "JaSMin's per-row sigma: top2, quad, exact [top2]")
     .option("--jasmin-reduce <list>", "JaSMin's reduction: max-log, max, mean [max-log]")
-    .option("--epochs <n>", "training epochs per run [2]")
+    .option("--epochs <n>", "training epochs per run (with --pretrain-epochs: fine-tuning epochs) [2]")
     .option("--train-size <n>", "training examples per run (the first of the split) [all]")
     .option("--test-limit <n>", "test examples behind the clean accuracy (quick checks; a study should use all) [all]")
     .option("--batch <n>", "examples per training step [32]")
-    .option("--lr <x>", "peak learning rate [0.002]")
+    .option("--lr <x>", "peak learning rate (with --pretrain-epochs: of the fine-tuning) [0.002]")
+    .option(
+      "--pretrain-epochs <n>",
+      "train one model per data, model and seed without JaSMin for n epochs (OUT/pretrain/), then each run fine-tunes its seed's model for --epochs with its lambda [off: each run trains from scratch]",
+    )
+    .option("--pretrain-lr <x>", "peak learning rate of the pretraining [0.002]")
     .option("--analyze-n <n>", "test inputs analysed per run (bounds and true values) [100]")
     .option("--iterations <n>", "iteration limit of the block true values (Lanczos, products with Df^T Df) [50]")
     .option("--attack-n <n>", "test inputs attacked per run [500]")

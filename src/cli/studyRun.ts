@@ -9,7 +9,13 @@ import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "../stu
 import { expandGrid, GRID_FILE, gridDifference, mergeGridInput, parseStudyGrid, readGridFile, shardRuns, type StudyGrid } from "../study/grid.ts";
 import { preflightGrid } from "../study/preflight.ts";
 import { readRunResult } from "../study/result.ts";
-import { runStudyRun } from "./studyRunOne.ts";
+import { PRETRAIN_FOLDER, pretrainBases, pretrainIdOf, readPretrained } from "../study/pretrain.ts";
+import { runPretrain, runStudyRun } from "./studyRunOne.ts";
+
+/** How often a shard looks whether another shard has finished a pretrained model it waits for. */
+const PRETRAIN_POLL_MS = 5000;
+
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
 /** Options of {@link runStudy}. */
 export interface StudyOptions {
@@ -32,6 +38,8 @@ export interface StudyOptions {
   progress?: (line: string) => void;
   /** Where the stages' own lines go (training's epoch lines) [console.log]. */
   log?: (line: string) => void;
+  /** How often a shard looks whether a pretrained model it waits for is finished, ms [5000]. */
+  pollMs?: number;
 }
 
 /**
@@ -58,9 +66,15 @@ function refuseOtherFolder(out: string): void {
  * threads; then aggregates every finished run of the folder into OUT/study.json and
  * OUT/study.csv ({@link aggregateStudy}).
  *
+ * When the grid pretrains (train.pretrainEpochs), one model per data, model and seed is first
+ * trained without JaSMin into OUT/pretrain/ID/ (study/pretrain.ts), and each run fine-tunes its
+ * seed's model instead of training from scratch.
+ *
  * Resumable: the grid is saved in OUT/study-grid.json at the start; a second call with the
  * same grid (or none) skips finished runs and continues an interrupted one where it stopped.
- * Shards of a job array share OUT: each runs only its runs and aggregates what is finished.
+ * Shards of a job array share OUT: each runs only its runs (and pretrains every n-th model) and
+ * aggregates what is finished; a run whose model another shard pretrains waits until it is
+ * finished, while the shard's ready runs go first.
  * Progress: one line per run with the time it took and the estimated time left.
  *
  * @throws InputError when OUT holds a study with another grid (never mixed: the message names
@@ -99,22 +113,58 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   const progress = options.progress ?? ((line: string) => console.error(line));
   const log = options.log ?? ((line: string) => console.log(line));
   const started = performance.now();
+  const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
+  const stage = { backend: options.backend, workers: options.workers ?? 1, log };
+  // Pretraining first: this shard's share of the grid's pretrained models (every n-th, as runs).
+  const bases = pretrainBases(grid, all);
+  const baseDir = (id: string) => join(out, PRETRAIN_FOLDER, id);
+  const myBases = options.shard !== undefined ? shardRuns(bases, options.shard.k, options.shard.n) : bases;
+  for (const [i, base] of myBases.entries()) {
+    const dir = baseDir(base.id);
+    if (readPretrained(dir) !== null) continue;
+    const t0 = performance.now();
+    progress(`study${label}: pretrain ${i + 1}/${myBases.length} ${base.id}: train ${grid.train.pretrainEpochs} epoch(s) without JaSMin`);
+    let pretrained;
+    try {
+      pretrained = await runPretrain(base, grid, dir, stage);
+    } catch (e) {
+      if (e instanceof Error) e.message = `pretrain ${base.id}: ${e.message}`;
+      throw e;
+    }
+    const accuracy = pretrained.testAccuracy === null ? "" : `: test accuracy ${(100 * pretrained.testAccuracy).toFixed(2)}%`;
+    progress(`study${label}: pretrain ${i + 1}/${myBases.length} ${base.id} done in ${formatDuration((performance.now() - t0) / 1000)}${accuracy}`);
+  }
   let ranSeconds = 0;
   let ran = 0;
-  const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
-  for (const [i, run] of runs.entries()) {
-    const dir = join(out, RUNS_FOLDER, run.id);
-    if (finished[i] !== null) {
-      progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
+  // Runs in grid order, except that a run whose pretrained model another shard has not
+  // finished yet waits while the next ready run goes first.
+  const pending = runs.map((run, i) => ({ run, i })).filter(({ i }) => finished[i] === null);
+  for (const [i, run] of runs.entries())
+    if (finished[i] !== null) progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
+  const waitingFor = new Set<string>();
+  while (pending.length > 0) {
+    const next = pending.findIndex(({ run }) => bases.length === 0 || readPretrained(baseDir(pretrainIdOf(run))) !== null);
+    if (next < 0) {
+      for (const { run } of pending) {
+        const id = pretrainIdOf(run);
+        if (waitingFor.has(id)) continue;
+        waitingFor.add(id);
+        const owner = options.shard !== undefined ? ` (pretrained by shard ${(bases.findIndex((b) => b.id === id) % options.shard.n) + 1}/${options.shard.n})` : "";
+        progress(`study${label}: waiting for the pretrained model ${id}${owner}`);
+      }
+      await sleep(options.pollMs ?? PRETRAIN_POLL_MS);
       continue;
     }
+    const [{ run, i }] = pending.splice(next, 1);
+    const dir = join(out, RUNS_FOLDER, run.id);
     const t0 = performance.now();
     // Only runs started from nothing time the ETA: a run resumed from its saved stages (after a
     // kill) takes a fraction of a whole one.
     const fresh = !existsSync(join(dir, "train_state.json"));
-    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: train ${grid.train.epochs} epoch(s), analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`);
+    const training = bases.length > 0 ? `fine-tune ${pretrainIdOf(run)} for ${grid.train.epochs} epoch(s)` : `train ${grid.train.epochs} epoch(s)`;
+    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: ${training}, analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`);
     try {
-      await runStudyRun(run, grid, dir, { backend: options.backend, workers: options.workers ?? 1, log });
+      await runStudyRun(run, grid, dir, { ...stage, ...(bases.length > 0 ? { pretrained: baseDir(pretrainIdOf(run)) } : {}) });
     } catch (e) {
       if (e instanceof Error) e.message = `run ${run.id}: ${e.message}`;
       throw e;
@@ -124,7 +174,7 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       ranSeconds += seconds;
       ran++;
     }
-    const left = runs.slice(i + 1).filter((_, k) => finished[i + 1 + k] === null).length;
+    const left = pending.length;
     const eta = left > 0 && ran > 0 ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)` : "";
     progress(`study${label}: run ${i + 1}/${runs.length} ${run.id} done in ${formatDuration(seconds)}${eta}`);
   }

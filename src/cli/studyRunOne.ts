@@ -8,6 +8,8 @@ import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { isCheckpointFolder, recoverCheckpoint } from "../train/checkpoint.ts";
 import type { StudyGrid, StudyRun } from "../study/grid.ts";
+import { PRETRAINED_FILE, readPretrained, type Pretrained, type PretrainBase } from "../study/pretrain.ts";
+import type { TrainOptions } from "../train/trainer.ts";
 import { readRunResult, RESULT_FILE, summarizeRunFolder, type RunResult } from "../study/result.ts";
 
 /** Where a run's attack results go, per norm. */
@@ -20,11 +22,14 @@ export interface StudyRunOptions {
   workers: number;
   /** Where the stages' own lines go (their tables and progress); the study prints one line per stage. */
   log: (line: string) => void;
+  /** The pretrained model the run fine-tunes (STUDY/pretrain/ID), when the grid pretrains. */
+  pretrained?: string;
 }
 
 /**
  * One run of a study in its own folder: trains (JaSMin with the run's lambda, norm and
- * reduction; the run's seed for the initialisation, the shuffling and the split), analyses
+ * reduction; the run's seed for the initialisation, the shuffling and the split; when the grid
+ * pretrains, it fine-tunes its seed's pretrained model, `options.pretrained`, instead), analyses
  * (bounds beside true values on grid.analyze.n test inputs), attacks (every attack of the grid
  * at every eps of each norm, on grid.attack.n test inputs, one file per norm) and writes
  * result.json, the run's figures ({@link RunResult}), last.
@@ -41,36 +46,26 @@ export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, o
   const done = await readRunResult(dir);
   if (done !== null) return done;
   const { backend, workers } = options;
-  await recoverCheckpoint(dir);
-  const epochs = grid.train.epochs;
-  // A checkpoint with fewer epochs (killed during training) is resumed; resume checks it.
-  const checkpoint = isCheckpointFolder(dir);
-  if (!checkpoint || (await trainedEpochs(dir)) < epochs) {
-    const trained = await trainInWorkers({
-      workers,
-      backend,
-      ...(!checkpoint
-        ? {
-            data: run.data,
-            model: run.model,
-            batchSize: grid.train.batch,
-            lr: grid.train.lr,
-            jasmin: { lambda: run.lambda, norm: run.jasminNorm, reduce: run.reduce },
-            seed: run.seed,
-            out: dir,
-            ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
-            ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
-          }
-        : { resume: dir }),
-      epochs,
-      progress: "none",
-      log: options.log,
-    });
-    trained.model.dispose();
-    options.log(
-      `trained ${dir}: test accuracy ${(100 * trained.finalTestAccuracy).toFixed(2)}% after ${epochs} epoch(s) (${trained.wallSeconds.toFixed(1)} s)`,
+  const jasmin = { lambda: run.lambda, norm: run.jasminNorm, reduce: run.reduce };
+  if (grid.train.pretrainEpochs !== null) {
+    if (options.pretrained === undefined) throw new Error(`runStudyRun: the grid pretrains, but no pretrained model was given for ${run.id}`);
+    await trainStage(dir, { init: options.pretrained, batchSize: grid.train.batch, lr: grid.train.lr, jasmin }, grid.train.epochs, options);
+  } else
+    await trainStage(
+      dir,
+      {
+        data: run.data,
+        model: run.model,
+        batchSize: grid.train.batch,
+        lr: grid.train.lr,
+        jasmin,
+        seed: run.seed,
+        ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
+        ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
+      },
+      grid.train.epochs,
+      options,
     );
-  }
   if (!existsSync(join(dir, "analysis.json")) || !existsSync(join(dir, "analysis.csv")))
     await runAnalyze({
       force: true,
@@ -113,12 +108,89 @@ export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, o
   return result;
 }
 
-/** The epochs a checkpoint has completed (train_state.json); -1 when unreadable (resuming then says why). */
-async function trainedEpochs(dir: string): Promise<number> {
+/**
+ * A study's pretrained model ({@link PretrainBase}): trained from scratch without JaSMin for
+ * the grid's train.pretrainEpochs epochs at train.pretrainLr into `dir`, then marked finished
+ * by pretrained.json (written last, atomically: a run fine-tunes it only once that file is
+ * there). Resumable like a run; a finished one is returned as it is.
+ *
+ * @throws what train throws (InputError on bad settings or data).
+ * @example await runPretrain(pretrainBases(grid, expandGrid(grid))[0], grid, "study/pretrain/mnist_vit-tiny_seed0", { backend: "wasm", workers: 1, log: console.log })
+ */
+export async function runPretrain(base: PretrainBase, grid: StudyGrid, dir: string, options: StudyRunOptions): Promise<Pretrained> {
+  const done = readPretrained(dir);
+  if (done !== null) return done;
+  const epochs = grid.train.pretrainEpochs;
+  if (epochs === null) throw new Error("runPretrain: the grid does not pretrain (train.pretrainEpochs is null)");
+  await trainStage(
+    dir,
+    {
+      data: base.data,
+      model: base.model,
+      batchSize: grid.train.batch,
+      lr: grid.train.pretrainLr,
+      jasmin: { lambda: 0 },
+      seed: base.seed,
+      ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
+      ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
+    },
+    epochs,
+    options,
+  );
+  const state = await trainedState(dir);
+  const pretrained: Pretrained = {
+    format: "attnlip-study-pretrained",
+    version: 1,
+    epochs,
+    testAccuracy: state?.testAccuracy ?? null,
+    seconds: state?.trainSeconds ?? 0,
+  };
+  await writeJsonAtomically(join(dir, PRETRAINED_FILE), pretrained);
+  return pretrained;
+}
+
+/**
+ * Trains `dir` to `epochs` epochs: a new run with `fresh`'s settings when the folder has no
+ * checkpoint, a resume of its checkpoint when it has fewer epochs (killed during training;
+ * resume checks it), nothing when it has them all.
+ */
+async function trainStage(dir: string, fresh: TrainOptions, epochs: number, options: StudyRunOptions): Promise<void> {
+  await recoverCheckpoint(dir);
+  const checkpoint = isCheckpointFolder(dir);
+  if (checkpoint && ((await trainedState(dir))?.epoch ?? -1) >= epochs) return;
+  const trained = await trainInWorkers({
+    workers: options.workers,
+    backend: options.backend,
+    ...(!checkpoint ? { ...fresh, out: dir } : { resume: dir }),
+    epochs,
+    progress: "none",
+    log: options.log,
+  });
+  trained.model.dispose();
+  options.log(
+    `trained ${dir}: test accuracy ${(100 * trained.finalTestAccuracy).toFixed(2)}% after ${epochs} epoch(s) (${trained.wallSeconds.toFixed(1)} s)`,
+  );
+}
+
+/**
+ * A checkpoint's completed epochs, last test accuracy and training seconds (train_state.json);
+ * null when unreadable (resuming then says why).
+ */
+async function trainedState(dir: string): Promise<{ epoch: number; testAccuracy: number | null; trainSeconds: number } | null> {
   try {
-    const state = JSON.parse(await readFile(join(dir, "train_state.json"), "utf8")) as { epoch?: unknown };
-    return typeof state.epoch === "number" ? state.epoch : -1;
+    const state = JSON.parse(await readFile(join(dir, "train_state.json"), "utf8")) as {
+      epoch?: unknown;
+      trainSeconds?: unknown;
+      history?: { testAccuracy?: unknown }[];
+    };
+    if (typeof state.epoch !== "number") return null;
+    const accuracy = state.history?.at(-1)?.testAccuracy;
+    return {
+      epoch: state.epoch,
+      testAccuracy: typeof accuracy === "number" ? accuracy : null,
+      trainSeconds: typeof state.trainSeconds === "number" ? state.trainSeconds : 0,
+    };
   } catch {
-    return -1;
+    return null;
   }
 }

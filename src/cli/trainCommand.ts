@@ -42,6 +42,7 @@ interface RawTrainOptions {
   testLimit?: string;
   backend?: string;
   resume?: string;
+  init?: string;
   progress?: string;
   workers?: string;
 }
@@ -70,6 +71,7 @@ const FLAGS: Record<keyof RawTrainOptions, string> = {
   testLimit: "--test-limit",
   backend: "--backend",
   resume: "--resume",
+  init: "--init",
   progress: "--progress",
   workers: "--workers",
 };
@@ -91,6 +93,18 @@ const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
   "jasminNorm",
   "jasminReduce",
   "jasminLayers",
+  "seed",
+  "limit",
+  "testLimit",
+];
+
+/** Options the base checkpoint fixes: giving them with --init is an error (its data and split stay held out). */
+const FIXED_BY_BASE: (keyof RawTrainOptions)[] = [
+  "data",
+  "textColumn",
+  "labelColumn",
+  "encoding",
+  "model",
   "seed",
   "limit",
   "testLimit",
@@ -153,6 +167,7 @@ const TrainFlagsSchema = z.object({
     .enum(BACKENDS as [BackendName, ...BackendName[]], `expected ${BACKENDS.join(" or ")}`)
     .optional(),
   resume: z.string().min(1, "must not be empty").optional(),
+  init: z.string().min(1, "must not be empty").optional(),
   progress: z
     .enum(["auto", "bar", "lines", "none"], "expected auto, bar, lines or none")
     .optional(),
@@ -177,6 +192,10 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
     throw new InputError(
       `train: --min-lr ${flags.minLr} is above --lr ${flags.lr ?? `${DEFAULT_LR} (the default)`}: the cosine decay ends at --min-lr and must not rise above the peak rate --lr`,
     );
+  if (flags.resume !== undefined && flags.init !== undefined)
+    throw new InputError(
+      "train: --resume and --init cannot be given together (--resume continues a run, --init starts a new one from a checkpoint's weights)",
+    );
   if (flags.resume !== undefined) {
     const fixed = FIXED_BY_CHECKPOINT.find((k) => raw[k] !== undefined);
     if (fixed !== undefined)
@@ -187,7 +206,14 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
       throw new InputError(
         "train: --out must be left out with --resume (a resumed run writes to its own folder)",
       );
-  } else if (flags.out === undefined)
+  } else if (flags.init !== undefined) {
+    const fixed = FIXED_BY_BASE.find((k) => raw[k] !== undefined);
+    if (fixed !== undefined)
+      throw new InputError(
+        `train: ${FLAGS[fixed]} cannot be given with --init (the run trains on the base checkpoint's data, split and model)`,
+      );
+  }
+  if (flags.resume === undefined && flags.out === undefined)
     throw new InputError("train: --out DIR is required (where checkpoints and metrics go)");
   if (
     (flags.textColumn !== undefined ||
@@ -243,6 +269,10 @@ export function trainCommand(): Command {
     .option("--backend <name>", "wasm or cpu [wasm]")
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
     .option(
+      "--init <dir>",
+      "start a new run from the weights of the attnlip checkpoint in dir, on its data, split and seed (a fresh optimizer and schedule; e.g. fine-tune a trained model with JaSMin)",
+    )
+    .option(
       "--progress <mode>",
       "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]",
     )
@@ -285,6 +315,7 @@ export function trainCommand(): Command {
         limit: flags.limit,
         testLimit: flags.testLimit,
         resume: flags.resume,
+        init: flags.init,
         progress: (flags.progress ?? "auto") as ProgressMode,
       });
       const acc = result.finalTestAccuracy;

@@ -6,6 +6,7 @@ import { readRunResult, type RunResult } from "./result.ts";
 import { meanInterval, pairedDifference, type MeanInterval } from "./statistics.ts";
 import { verdictLines } from "./verdict.ts";
 import { expandGrid, readGridFile } from "./grid.ts";
+import { PRETRAIN_FOLDER, pretrainBases, readPretrained } from "./pretrain.ts";
 
 /**
  * A study's runs combined: per group of runs that differ only in lambda and seed (same data,
@@ -53,6 +54,11 @@ export interface StudySummary {
   /** What each metric name means. */
   metricNotes: Record<string, string>;
   groups: StudyGroup[];
+  /**
+   * The pretrained models every run fine-tunes (grid field train.pretrainEpochs), finished or
+   * not (testAccuracy null until then); absent when the runs train from scratch.
+   */
+  pretrained?: { id: string; epochs: number; testAccuracy: number | null; seconds: number | null }[];
 }
 
 /** What the metric names mean (prefixes for the families). */
@@ -160,7 +166,14 @@ export async function aggregateStudy(dir: string): Promise<StudySummary> {
     if (r === null) unfinished.push(name);
     else results.push(r);
   }
-  return aggregateResults(results, unfinished, planned === null ? null : planned.length);
+  const summary = aggregateResults(results, unfinished, planned === null ? null : planned.length);
+  const bases = grid === null ? [] : pretrainBases(grid, expandGrid(grid));
+  if (bases.length > 0)
+    summary.pretrained = bases.map(({ id }) => {
+      const p = readPretrained(join(dir, PRETRAIN_FOLDER, id));
+      return { id, epochs: grid!.train.pretrainEpochs!, testAccuracy: p?.testAccuracy ?? null, seconds: p?.seconds ?? null };
+    });
+  return summary;
 }
 
 const cell = (x: number | null | undefined) => (x === null || x === undefined ? "" : x);

@@ -25,7 +25,16 @@ const TrainSettings = z
     /** Test examples behind the clean accuracy (the first of the held-out split); null = all, as a study's results should be. */
     testLimit: positiveInt.nullable().default(null),
     batch: positiveInt.max(4096).default(32),
+    /** Peak learning rate of each run's training (with pretraining: of its fine-tuning). */
     lr: z.number().positive().max(1).default(2e-3),
+    /**
+     * Epochs of a model trained once per data, model and seed without JaSMin (STUDY/pretrain/),
+     * which each run of that seed then fine-tunes for `epochs` with its lambda (train --init);
+     * null = each run trains from scratch.
+     */
+    pretrainEpochs: positiveInt.max(100000).nullable().default(null),
+    /** Peak learning rate of the pretraining. */
+    pretrainLr: z.number().positive().max(1).default(2e-3),
   })
   .strict();
 
@@ -119,6 +128,8 @@ export const GRID_FLAGS: Record<string, string> = {
   "train.testLimit": "--test-limit",
   "train.batch": "--batch",
   "train.lr": "--lr",
+  "train.pretrainEpochs": "--pretrain-epochs",
+  "train.pretrainLr": "--pretrain-lr",
   "analyze.n": "--analyze-n",
   "analyze.iterations": "--iterations",
   "attack.n": "--attack-n",

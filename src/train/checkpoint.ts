@@ -156,12 +156,27 @@ export const TrainStateSchema = z.strictObject({
     epsilon: z.number(),
   }),
   /**
-   * Where the weights came from when the run fine-tunes a Hugging Face model (absent: a fresh
-   * initialisation with `seed`): the folder's absolute path and its architecture. Its config.json
-   * is kept as hf_config.json so that the run exports back to the same format.
+   * Where the weights came from (absent: a fresh initialisation with `seed`). A fine-tuned
+   * Hugging Face model: the folder's absolute path and its architecture; its config.json is kept
+   * as hf_config.json so that the run exports back to the same format. A run started from
+   * another attnlip checkpoint (`train --init`): that folder's absolute path, the epoch and step
+   * it had reached, and the SHA-256 of its model.safetensors.
    */
   pretrained: z
-    .strictObject({ source: z.literal("huggingface"), path: z.string(), architecture: z.string() })
+    .discriminatedUnion("source", [
+      z.strictObject({
+        source: z.literal("huggingface"),
+        path: z.string(),
+        architecture: z.string(),
+      }),
+      z.strictObject({
+        source: z.literal("attnlip"),
+        path: z.string(),
+        epoch: z.number().int().min(0),
+        step: z.number().int().min(0),
+        weightsSha256: z.string().regex(/^[0-9a-f]{64}$/),
+      }),
+    ])
     .optional(),
   /** State of the shuffling generator after the last completed epoch (uint32). */
   rng: z.strictObject({ shuffle: z.number().int().min(0).max(0xffffffff) }),
@@ -457,10 +472,10 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
       : null;
     if (hfConfig !== null && (typeof hfConfig !== "object" || Array.isArray(hfConfig)))
       fail(dir, "hf_config.json: not a JSON object");
-    if ((hfConfig === null) !== (trainState.pretrained === undefined))
+    if ((hfConfig === null) === (trainState.pretrained?.source === "huggingface"))
       fail(
         dir,
-        trainState.pretrained
+        hfConfig === null
           ? "missing hf_config.json (train_state.json says the run fine-tunes a Hugging Face model)"
           : "hf_config.json is there, but train_state.json records no Hugging Face model",
       );

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, renameSync, statSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { createHash } from "node:crypto";
 import { batchCount, SeededRng, type ImageDataset } from "../data/dataset.ts";
 import { fingerprintDigest, fingerprintInput, fingerprintSet, heldOutPositions } from "../data/fingerprints.ts";
 import { changedDataError, checkRebuiltSplit, splitDigests } from "../data/heldOut.ts";
@@ -15,6 +16,7 @@ import { isHfFolder, loadHfModel, type HfModel } from "../hf/load.ts";
 import { hfTextTokenizer } from "../hf/textTokenizer.ts";
 import { InputError } from "../util/errors.ts";
 import {
+  CheckpointError,
   isCheckpointFolder,
   loadCheckpoint,
   loadOptimizerState,
@@ -79,6 +81,11 @@ export interface TrainOptions {
   testLimit?: number;
   /** Continue the checkpoint in this folder (it is also the output folder). */
   resume?: string;
+  /**
+   * Start a new run from the weights of the attnlip checkpoint in this folder, on its data and
+   * split ({@link initRun}); data, model, seed and the limits are then the base's.
+   */
+  init?: string;
   /** Stop (as if interrupted) once this many epochs are complete (tests). */
   stopAfterEpoch?: number;
   /** Progress display ["auto"]. */
@@ -196,24 +203,10 @@ function keepEarlierMetrics(out: string, warn: (line: string) => void): void {
 export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   const seed = options.seed ?? 0;
   if (!Number.isSafeInteger(seed)) throw new InputError(`seed: must be an integer, got ${seed}`);
-  const epochs = positiveInt("epochs", options.epochs, 3);
-  const batchSize = positiveInt("batch", options.batchSize, 32);
-  const lr = nonNegative("lr", options.lr, 2e-3);
-  const minLr = nonNegative("min-lr", options.minLr, 0);
-  const weightDecay = nonNegative("weight-decay", options.weightDecay, 0.05);
-  const clip = nonNegative("clip", options.clip, 1);
-  const lambda = nonNegative("jasmin", options.jasmin?.lambda, 0);
-  if (minLr > lr)
-    throw new InputError(`min-lr: ${minLr} is above lr ${lr}: the cosine decay ends at min-lr and must not rise above the peak rate`);
-  if (lambda > JASMIN_MAX_LAMBDA)
-    throw new InputError(`jasmin: lambda must be at most ${JASMIN_MAX_LAMBDA}, got ${lambda} (beyond it the penalty drowns the cross-entropy in float32)`);
+  const settings = newRunSettings(options);
   if (options.limit !== undefined) positiveInt("limit", options.limit, 1);
   if (options.testLimit !== undefined) positiveInt("test-limit", options.testLimit, 1);
-  const out = options.out == null ? null : resolve(options.out);
-  if (out !== null && isCheckpointFolder(out))
-    throw new InputError(
-      `out: ${options.out} already holds a checkpoint; continue it with --resume ${options.out} or choose another folder`,
-    );
+  const out = newRunFolder(options);
   const spec = options.data ?? "mnist";
   const kind = options.dataset !== undefined ? kindOfDataset(options.dataset) : kindOfSpec(spec);
   const hf = typeof options.model === "string" && (await isHfFolder(options.model)) ? await importForTraining(options.model) : null;
@@ -238,20 +231,135 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     throw e;
   }
   const { dataset, config } = loaded;
+  if (dataset.train.count === 0)
+    throw new InputError(`data: ${dataset.spec} has no training examples; nothing to train on`);
+  const data: TrainState["data"] = {
+    spec: dataset.spec,
+    limit: options.limit ?? null,
+    testLimit: options.testLimit ?? null,
+    trainCount: dataset.train.count,
+    testCount: dataset.test.count,
+    ...splitDigests(dataset.train.indices, dataset.test.indices),
+    ...dataIdentity(dataset),
+    ...kind.stateData(dataset),
+  };
+  const state = newTrainState(options, settings, seed, data, config.blocks);
+  if (hf !== null) {
+    state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
+    if (out !== null) checkHfExportFolder(out);
+    if (hf.addedHead)
+      (options.warn ?? console.error)(`train: warning: ${hf.architecture} has no classifier: attnlip added a linear head on its pooled output (random, seed 0), which this run trains`);
+  }
+  const model = hf?.model ?? createModel(config, seed);
+  return startRun(options, { model, state, out, kind, dataset, hfConfig: hf?.hfConfig ?? null, weightDecay: settings.weightDecay });
+}
+
+/**
+ * A new run that starts from the weights of another attnlip checkpoint (`train --init BASE`):
+ * the base's model, and its data exactly (spec, seed, limits, columns, encoding, the same split,
+ * checked by digests as a resume checks them; the base's tokenizer for text), so that the test
+ * split stays held out from everything the weights have seen. Everything else is new: a fresh
+ * AdamW, the schedule of `options.epochs` (warm-up and cosine decay from `options.lr`), the
+ * JaSMin settings, the shuffling stream restarted from the seed, and an empty history.
+ * train_state.json records the base (path, epoch, step, SHA-256 of its weights) as
+ * `pretrained`. This is how a study fine-tunes one trained model per seed with each lambda.
+ *
+ * @throws InputError when `out` is the base, already holds a checkpoint, or a setting is bad,
+ *   or the data changed since the base was trained; CheckpointError on a broken base, or one
+ *   that fine-tunes a Hugging Face model (start from the Hugging Face folder instead).
+ * @example const run = await initRun({ init: "runs/base", epochs: 2, jasmin: { lambda: 0.1 }, out: "runs/ft" });
+ */
+export async function initRun(options: TrainOptions & { init: string }): Promise<TrainingRun> {
+  const settings = newRunSettings(options);
+  const base = resolve(options.init);
+  if (options.out != null && resolve(options.out) === base)
+    throw new InputError(`out: ${options.out} is the checkpoint given to --init; a run started from it writes to another folder`);
+  const out = newRunFolder(options);
+  const ckpt = await loadCheckpoint(base);
+  const { model } = ckpt;
+  try {
+    const baseState = ckpt.trainState;
+    if (baseState.pretrained?.source === "huggingface")
+      throw new CheckpointError(
+        `init: ${options.init} fine-tunes the Hugging Face model ${baseState.pretrained.path}; continue it with --resume, or start from that folder with --model`,
+      );
+    const kind = kindOfModel(model.config);
+    const dataset = options.dataset ?? (await kind.reload(baseState, ckpt.tokenizer));
+    const recorded = baseState.data.contentDigest;
+    if (recorded !== undefined && dataset.contentDigest !== recorded)
+      throw changedDataError("init", baseState.data.spec, String(dataset.contentDigest), recorded);
+    checkRebuiltSplit("init", baseState.data.spec, baseState.data, dataset.train.indices, dataset.test.indices);
+    const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks);
+    const weights = readFileSync(join(base, "model.safetensors"));
+    state.pretrained = {
+      source: "attnlip",
+      path: base,
+      epoch: baseState.epoch,
+      step: baseState.step,
+      weightsSha256: createHash("sha256").update(weights).digest("hex"),
+    };
+    return await startRun(options, { model, state, out, kind, dataset, hfConfig: null, weightDecay: settings.weightDecay });
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
+}
+
+/** The optimizer and JaSMin settings of a new run (fresh or from --init), validated. */
+function newRunSettings(options: TrainOptions) {
+  const epochs = positiveInt("epochs", options.epochs, 3);
+  const batchSize = positiveInt("batch", options.batchSize, 32);
+  const lr = nonNegative("lr", options.lr, 2e-3);
+  const minLr = nonNegative("min-lr", options.minLr, 0);
+  const weightDecay = nonNegative("weight-decay", options.weightDecay, 0.05);
+  const clip = nonNegative("clip", options.clip, 1);
+  const lambda = nonNegative("jasmin", options.jasmin?.lambda, 0);
+  if (minLr > lr)
+    throw new InputError(`min-lr: ${minLr} is above lr ${lr}: the cosine decay ends at min-lr and must not rise above the peak rate`);
+  if (lambda > JASMIN_MAX_LAMBDA)
+    throw new InputError(`jasmin: lambda must be at most ${JASMIN_MAX_LAMBDA}, got ${lambda} (beyond it the penalty drowns the cross-entropy in float32)`);
+  return { epochs, batchSize, lr, minLr, weightDecay, clip, lambda };
+}
+
+/**
+ * A new run's output folder (absolute), or null for none.
+ *
+ * @throws InputError when it already holds a checkpoint.
+ */
+function newRunFolder(options: TrainOptions): string | null {
+  const out = options.out == null ? null : resolve(options.out);
+  if (out !== null && isCheckpointFolder(out))
+    throw new InputError(
+      `out: ${options.out} already holds a checkpoint; continue it with --resume ${options.out} or choose another folder`,
+    );
+  return out;
+}
+
+/**
+ * A new run's train state at step 0: the settings, the data record, the schedule over all its
+ * epochs and the shuffling stream started from `seed`.
+ *
+ * @throws InputError on bad JaSMin layers, no training examples, or a bad warm-up.
+ */
+function newTrainState(
+  options: TrainOptions,
+  settings: ReturnType<typeof newRunSettings>,
+  seed: number,
+  data: TrainState["data"],
+  blocks: number,
+): TrainState {
   let layers: number[] | null = null;
   try {
-    layers =
-      options.jasmin?.layers == null ? null : selectLayers(config.blocks, options.jasmin.layers);
+    layers = options.jasmin?.layers == null ? null : selectLayers(blocks, options.jasmin.layers);
   } catch (e) {
     throw new InputError(`--jasmin-layers: ${(e as Error).message.replace(/^jasmin: /, "")}`);
   }
-  if (dataset.train.count === 0)
-    throw new InputError(`data: ${dataset.spec} has no training examples; nothing to train on`);
-  const totalSteps = epochs * batchCount(dataset.train.count, batchSize);
+  const { epochs, batchSize, lr, minLr, weightDecay, clip, lambda } = settings;
+  const totalSteps = epochs * batchCount(data.trainCount, batchSize);
   const warmupSteps = options.warmupSteps ?? Math.round(0.1 * totalSteps);
   if (!Number.isSafeInteger(warmupSteps) || warmupSteps < 0)
     throw new InputError(`warmup: must be an integer >= 0, got ${warmupSteps}`);
-  const state: TrainState = {
+  return {
     format: "attnlip-train-state",
     version: 1,
     epoch: 0,
@@ -259,16 +367,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     epochs,
     seed,
     batchSize,
-    data: {
-      spec: dataset.spec,
-      limit: options.limit ?? null,
-      testLimit: options.testLimit ?? null,
-      trainCount: dataset.train.count,
-      testCount: dataset.test.count,
-      ...splitDigests(dataset.train.indices, dataset.test.indices),
-      ...dataIdentity(dataset),
-      ...kind.stateData(dataset),
-    },
+    data,
     jasmin: {
       lambda,
       norm: options.jasmin?.norm ?? "top2",
@@ -291,14 +390,23 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     trainSeconds: 0,
     history: [],
   };
-  if (hf !== null) {
-    state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
-    if (out !== null) checkHfExportFolder(out);
-    if (hf.addedHead)
-      (options.warn ?? console.error)(`train: warning: ${hf.architecture} has no classifier: attnlip added a linear head on its pooled output (random, seed 0), which this run trains`);
-  }
-  const model = hf?.model ?? createModel(config, seed);
-  const optimizer = new AdamW(model.params.entries(), { weightDecay });
+}
+
+/** A new run's last steps: a fresh AdamW, an empty metrics.jsonl in `out`, the held-out test split. */
+async function startRun(
+  options: TrainOptions,
+  parts: {
+    model: Model;
+    state: TrainState;
+    out: string | null;
+    kind: TrainingKind;
+    dataset: AnyDataset;
+    hfConfig: Record<string, unknown> | null;
+    weightDecay: number;
+  },
+): Promise<TrainingRun> {
+  const { model, state, out, kind, dataset, hfConfig } = parts;
+  const optimizer = new AdamW(model.params.entries(), { weightDecay: parts.weightDecay });
   if (out !== null) {
     await mkdir(out, { recursive: true });
     keepEarlierMetrics(out, options.warn ?? console.error);
@@ -306,7 +414,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   }
   const held = heldOutTest(kind, dataset);
   recordHeldOut(state, held);
-  return { model, optimizer, state, out, kind, hfConfig: hf?.hfConfig ?? null, ...held };
+  return { model, optimizer, state, out, kind, hfConfig, ...held };
 }
 
 /**

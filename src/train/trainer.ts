@@ -1,12 +1,13 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
+import { InputError } from "../util/errors.ts";
 import { SeededRng } from "../data/dataset.ts";
 import { HF_EXPORT_FOLDER, hfExportOf, writeHfFolder } from "../hf/export.ts";
 import type { Model } from "../nn/create.ts";
 import type { TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
 import { createProgress } from "./progress.ts";
-import { freshRun, restoreRun, type TrainOptions } from "./setup.ts";
+import { freshRun, initRun, restoreRun, type TrainOptions } from "./setup.ts";
 import { localStepper, type Stepper } from "./stepper.ts";
 
 /**
@@ -21,7 +22,7 @@ import { localStepper, type Stepper } from "./stepper.ts";
  */
 
 export { TrainingDiverged } from "./epoch.ts";
-export { freshRun, restoreRun, type TrainingRun, type TrainOptions } from "./setup.ts";
+export { freshRun, initRun, restoreRun, type TrainingRun, type TrainOptions } from "./setup.ts";
 export { trainStep, type JasminSettings, type StepMetrics } from "./step.ts";
 export { localStepper, type Stepper, type StepperFactory, type StepSettings } from "./stepper.ts";
 export { modelConfigForData, modelConfigForText } from "./modelConfig.ts";
@@ -68,10 +69,16 @@ export interface TrainResult {
 export async function train(options: TrainOptions): Promise<TrainResult> {
   const wallStart = performance.now();
   const log = options.log ?? console.log;
+  if (options.resume !== undefined && options.init !== undefined)
+    throw new InputError(
+      "init: a resumed run continues its own weights; give --resume or --init, not both",
+    );
   const run =
     options.resume !== undefined
       ? await restoreRun({ ...options, resume: options.resume })
-      : await freshRun(options);
+      : options.init !== undefined
+        ? await initRun({ ...options, init: options.init })
+        : await freshRun(options);
   const { state, out } = run;
   const rng = new SeededRng(state.rng.shuffle);
   const progress = createProgress(options.progress ?? "auto", log);

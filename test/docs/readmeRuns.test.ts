@@ -4,7 +4,8 @@
 // To take seconds instead of hours, each attnlip command is shrunk by the fixed rules of
 // `shrink` below (the issue asked for the `vit-micro` preset): vit-tiny becomes vit-micro and text-tiny text-micro,
 // epochs are divided by 3 (rounded up, so 3 -> 1 and an extension to 5 -> 2 still extends),
-// trainings use at most 64 training and 32 test examples, analyses and attacks at most 2
+// new trainings use at most 64 training and 32 test examples (a --resume or --init run keeps its
+// base's), analyses and attacks at most 2
 // inputs, the study 2 lambdas x 2 seeds of tiny runs, and `npm start` is `attnlip demo --quick`.
 // Flags, folders and the order of the commands are README's own: a command that names a folder
 // an earlier line did not write, a flag that was renamed, or two runs that `report` refuses to
@@ -45,7 +46,7 @@ function shrink(args: string[]): string[] {
   mapFlag(out, "--model", (m) => ({ "vit-tiny": "vit-micro", "text-tiny": "text-micro" })[m] ?? m);
   mapFlag(out, "--epochs", (e) => String(Math.ceil(Number(e) / 3)));
   mapFlag(out, "--n", atMost(2));
-  if (command === "train" && !out.includes("--resume")) {
+  if (command === "train" && !out.includes("--resume") && !out.includes("--init")) {
     setFlag(
       out,
       "--limit",

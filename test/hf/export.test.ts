@@ -87,7 +87,7 @@ test("fine-tuning an imported BERT writes RUN/hf, which imports back to the chec
   const r = await train({ data: `csv:${csv}`, model: dir("bert"), epochs: 1, batchSize: 16, jasmin: { lambda: 0.1 }, out, progress: "none", log: () => {} });
   r.model.dispose();
   const ckpt = await loadCheckpoint(out);
-  assert.equal(ckpt.trainState.pretrained?.architecture, "BertForSequenceClassification");
+  assert.deepEqual(ckpt.trainState.pretrained, { source: "huggingface", path: dir("bert"), architecture: "BertForSequenceClassification" });
   assert.deepEqual(ckpt.hfConfig, json(join(dir("bert"), "config.json")));
   const hf = await loadHfModel(join(out, "hf"), "analyze");
   const ids = tf.tensor2d([[2, 20, 30, 40, 3, 0], [2, 50, 3, 0, 0, 0]], [2, 6], "int32");
