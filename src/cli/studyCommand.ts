@@ -23,6 +23,7 @@ interface RawStudyOptions {
   lr?: string;
   pretrainEpochs?: string;
   pretrainLr?: string;
+  augmentShift?: string;
   analyzeN?: string;
   iterations?: string;
   attackN?: string;
@@ -52,6 +53,7 @@ const FLAGS: Record<keyof RawStudyOptions, string> = {
   lr: "--lr",
   pretrainEpochs: "--pretrain-epochs",
   pretrainLr: "--pretrain-lr",
+  augmentShift: "--augment-shift",
   analyzeN: "--analyze-n",
   iterations: "--iterations",
   attackN: "--attack-n",
@@ -85,6 +87,7 @@ const StudyFlagsSchema = z.object({
   lr: numberFlag({ above: 0 }).optional(),
   pretrainEpochs: numberFlag(EPOCHS).optional(),
   pretrainLr: numberFlag({ above: 0 }).optional(),
+  augmentShift: numberFlag({ integer: true, min: 0 }).optional(),
   analyzeN: positive.optional(),
   iterations: positive.optional(),
   attackN: positive.optional(),
@@ -110,7 +113,7 @@ function gridFromFlags(f: StudyFlags): Record<string, unknown> {
     seeds: f.seeds,
     jasminNorm: f.jasminNorm,
     reduce: f.jasminReduce,
-    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, testLimit: f.testLimit, batch: f.batch, lr: f.lr, pretrainEpochs: f.pretrainEpochs, pretrainLr: f.pretrainLr })),
+    train: nonEmpty(pick({ epochs: f.epochs, trainSize: f.trainSize, testLimit: f.testLimit, batch: f.batch, lr: f.lr, pretrainEpochs: f.pretrainEpochs, pretrainLr: f.pretrainLr, augmentShift: f.augmentShift })),
     analyze: nonEmpty(pick({ n: f.analyzeN, iterations: f.iterations })),
     attack: nonEmpty(pick({ n: f.attackN, attacks: f.attack, linf: f.epsLinf, l2: f.epsL2, steps: f.steps, restarts: f.restarts })),
   });
@@ -165,6 +168,7 @@ export function studyCommand(): Command {
       "train one model per data, model and seed without JaSMin for n epochs (OUT/pretrain/), then each run fine-tunes its seed's model for --epochs with its lambda [off: each run trains from scratch]",
     )
     .option("--pretrain-lr <x>", "peak learning rate of the pretraining [0.002]")
+    .option("--augment-shift <pixels>", "image data: random shifts of the training images, at most this many pixels each way (train --augment-shift) [0: off]")
     .option("--analyze-n <n>", "test inputs analysed per run (bounds and true values) [100]")
     .option("--iterations <n>", "iteration limit of the block true values (Lanczos, products with Df^T Df) [50]")
     .option("--attack-n <n>", "test inputs attacked per run [500]")

@@ -8,7 +8,12 @@ import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { isCheckpointFolder, recoverCheckpoint } from "../train/checkpoint.ts";
 import type { StudyGrid, StudyRun } from "../study/grid.ts";
-import { PRETRAINED_FILE, readPretrained, type Pretrained, type PretrainBase } from "../study/pretrain.ts";
+import {
+  PRETRAINED_FILE,
+  readPretrained,
+  type Pretrained,
+  type PretrainBase,
+} from "../study/pretrain.ts";
 import type { TrainOptions } from "../train/trainer.ts";
 import { readRunResult, RESULT_FILE, summarizeRunFolder, type RunResult } from "../study/result.ts";
 
@@ -42,14 +47,33 @@ export interface StudyRunOptions {
  * @throws what train, analyze and attack throw (InputError on bad settings or data).
  * @example await runStudyRun(expandGrid(grid)[0], grid, "study/runs/x", { backend: "wasm", workers: 1, log: console.log })
  */
-export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, options: StudyRunOptions): Promise<RunResult> {
+export async function runStudyRun(
+  run: StudyRun,
+  grid: StudyGrid,
+  dir: string,
+  options: StudyRunOptions,
+): Promise<RunResult> {
   const done = await readRunResult(dir);
   if (done !== null) return done;
   const { backend, workers } = options;
   const jasmin = { lambda: run.lambda, norm: run.jasminNorm, reduce: run.reduce };
   if (grid.train.pretrainEpochs !== null) {
-    if (options.pretrained === undefined) throw new Error(`runStudyRun: the grid pretrains, but no pretrained model was given for ${run.id}`);
-    await trainStage(dir, { init: options.pretrained, batchSize: grid.train.batch, lr: grid.train.lr, jasmin }, grid.train.epochs, options);
+    if (options.pretrained === undefined)
+      throw new Error(
+        `runStudyRun: the grid pretrains, but no pretrained model was given for ${run.id}`,
+      );
+    await trainStage(
+      dir,
+      {
+        init: options.pretrained,
+        batchSize: grid.train.batch,
+        ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
+        lr: grid.train.lr,
+        jasmin,
+      },
+      grid.train.epochs,
+      options,
+    );
   } else
     await trainStage(
       dir,
@@ -57,6 +81,7 @@ export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, o
         data: run.data,
         model: run.model,
         batchSize: grid.train.batch,
+        ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
         lr: grid.train.lr,
         jasmin,
         seed: run.seed,
@@ -117,17 +142,24 @@ export async function runStudyRun(run: StudyRun, grid: StudyGrid, dir: string, o
  * @throws what train throws (InputError on bad settings or data).
  * @example await runPretrain(pretrainBases(grid, expandGrid(grid))[0], grid, "study/pretrain/mnist_vit-tiny_seed0", { backend: "wasm", workers: 1, log: console.log })
  */
-export async function runPretrain(base: PretrainBase, grid: StudyGrid, dir: string, options: StudyRunOptions): Promise<Pretrained> {
+export async function runPretrain(
+  base: PretrainBase,
+  grid: StudyGrid,
+  dir: string,
+  options: StudyRunOptions,
+): Promise<Pretrained> {
   const done = readPretrained(dir);
   if (done !== null) return done;
   const epochs = grid.train.pretrainEpochs;
-  if (epochs === null) throw new Error("runPretrain: the grid does not pretrain (train.pretrainEpochs is null)");
+  if (epochs === null)
+    throw new Error("runPretrain: the grid does not pretrain (train.pretrainEpochs is null)");
   await trainStage(
     dir,
     {
       data: base.data,
       model: base.model,
       batchSize: grid.train.batch,
+      ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
       lr: grid.train.pretrainLr,
       jasmin: { lambda: 0 },
       seed: base.seed,
@@ -154,7 +186,12 @@ export async function runPretrain(base: PretrainBase, grid: StudyGrid, dir: stri
  * checkpoint, a resume of its checkpoint when it has fewer epochs (killed during training;
  * resume checks it), nothing when it has them all.
  */
-async function trainStage(dir: string, fresh: TrainOptions, epochs: number, options: StudyRunOptions): Promise<void> {
+async function trainStage(
+  dir: string,
+  fresh: TrainOptions,
+  epochs: number,
+  options: StudyRunOptions,
+): Promise<void> {
   await recoverCheckpoint(dir);
   const checkpoint = isCheckpointFolder(dir);
   if (checkpoint && ((await trainedState(dir))?.epoch ?? -1) >= epochs) return;
@@ -176,7 +213,9 @@ async function trainStage(dir: string, fresh: TrainOptions, epochs: number, opti
  * A checkpoint's completed epochs, last test accuracy and training seconds (train_state.json);
  * null when unreadable (resuming then says why).
  */
-async function trainedState(dir: string): Promise<{ epoch: number; testAccuracy: number | null; trainSeconds: number } | null> {
+async function trainedState(
+  dir: string,
+): Promise<{ epoch: number; testAccuracy: number | null; trainSeconds: number } | null> {
   try {
     const state = JSON.parse(await readFile(join(dir, "train_state.json"), "utf8")) as {
       epoch?: unknown;

@@ -32,6 +32,7 @@ interface RawTrainOptions {
   weightDecay?: string;
   warmup?: string;
   clip?: string;
+  augmentShift?: string;
   jasmin?: string;
   jasminNorm?: string;
   jasminReduce?: string;
@@ -61,6 +62,7 @@ const FLAGS: Record<keyof RawTrainOptions, string> = {
   weightDecay: "--weight-decay",
   warmup: "--warmup",
   clip: "--clip",
+  augmentShift: "--augment-shift",
   jasmin: "--jasmin",
   jasminNorm: "--jasmin-norm",
   jasminReduce: "--jasmin-reduce",
@@ -89,6 +91,7 @@ const FIXED_BY_CHECKPOINT: (keyof RawTrainOptions)[] = [
   "weightDecay",
   "warmup",
   "clip",
+  "augmentShift",
   "jasmin",
   "jasminNorm",
   "jasminReduce",
@@ -143,6 +146,7 @@ const TrainFlagsSchema = z.object({
   weightDecay: numberFlag(NON_NEGATIVE).optional(),
   warmup: numberFlag(NON_NEGATIVE_INT).optional(),
   clip: numberFlag(NON_NEGATIVE).optional(),
+  augmentShift: numberFlag({ integer: true, min: 0, max: 1000 }).optional(),
   jasmin: numberFlag(LAMBDA).optional(),
   jasminNorm: z
     .enum(JASMIN_NORMS as [JasminNorm, ...JasminNorm[]], "expected top2, quad or exact")
@@ -258,6 +262,10 @@ export function trainCommand(): Command {
     )
     .option("--warmup <steps>", "linear warm-up steps [10% of all steps]")
     .option("--clip <norm>", "clip gradients to this global l2 norm; 0 = off [1]")
+    .option(
+      "--augment-shift <pixels>",
+      "image data: shift each training image by a random whole number of pixels, at most this many each way (a new draw per image and epoch; the border fills with black) [0: off]",
+    )
     .option("--jasmin <lambda>", `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off [0]`)
     .option("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact [top2]")
     .option("--jasmin-reduce <r>", "max-log, max or mean [max-log]")
@@ -304,6 +312,7 @@ export function trainCommand(): Command {
         weightDecay: flags.weightDecay,
         warmupSteps: flags.warmup,
         clip: flags.clip,
+        augmentShift: flags.augmentShift,
         jasmin: {
           lambda: flags.jasmin,
           norm: flags.jasminNorm,

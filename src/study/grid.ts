@@ -35,6 +35,8 @@ const TrainSettings = z
     pretrainEpochs: positiveInt.max(100000).nullable().default(null),
     /** Peak learning rate of the pretraining. */
     pretrainLr: z.number().positive().max(1).default(2e-3),
+    /** Image data: random shifts of the training images, at most this many pixels each way (train --augment-shift); 0 = none. */
+    augmentShift: z.number().int().min(0).max(1000).default(0),
   })
   .strict();
 
@@ -130,6 +132,7 @@ export const GRID_FLAGS: Record<string, string> = {
   "train.lr": "--lr",
   "train.pretrainEpochs": "--pretrain-epochs",
   "train.pretrainLr": "--pretrain-lr",
+  "train.augmentShift": "--augment-shift",
   "analyze.n": "--analyze-n",
   "analyze.iterations": "--iterations",
   "attack.n": "--attack-n",

@@ -178,6 +178,11 @@ export const TrainStateSchema = z.strictObject({
       }),
     ])
     .optional(),
+  /**
+   * Training-time augmentation (absent: none): images shifted at random by up to `shift`
+   * pixels each way (train/kinds/shift.ts), drawn from the shuffling generator.
+   */
+  augment: z.strictObject({ shift: z.number().int().min(1) }).optional(),
   /** State of the shuffling generator after the last completed epoch (uint32). */
   rng: z.strictObject({ shuffle: z.number().int().min(0).max(0xffffffff) }),
   /** Training wall time so far, seconds (excluding evaluation and checkpoints). */

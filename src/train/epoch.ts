@@ -85,7 +85,8 @@ export async function trainEpoch(
   let lr = 0;
   // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
   const rateUnit = kind.rateUnit;
-  for (const batch of kind.batches(dataset.train, order, state.batchSize)) {
+  for (const plain of kind.batches(dataset.train, order, state.batchSize)) {
+    const batch = state.augment !== undefined && kind.augment !== undefined ? kind.augment(plain, state.augment, rng, dataset) : plain;
     lr = learningRateAt(state.step, state.optimizer);
     const t0 = performance.now();
     const m = await output.stepper.step(batch, { lr, clip: state.optimizer.clip, jasmin });

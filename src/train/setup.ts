@@ -69,6 +69,11 @@ export interface TrainOptions {
   warmupSteps?: number;
   /** Gradient clipping: max global l2 norm; 0 = off [1]. */
   clip?: number;
+  /**
+   * Image data: shift each training image by a random whole number of pixels, at most this
+   * many each way, a new draw per example and epoch (train/kinds/shift.ts) [0: off].
+   */
+  augmentShift?: number;
   /** JaSMin [lambda 0, norm top2, reduce max-log, all layers]. */
   jasmin?: Partial<JasminSettings>;
   /** Seed of the model initialisation, the shuffling and the embedded-MNIST split [0]. */
@@ -243,7 +248,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     ...dataIdentity(dataset),
     ...kind.stateData(dataset),
   };
-  const state = newTrainState(options, settings, seed, data, config.blocks);
+  const state = newTrainState(options, settings, seed, data, config.blocks, kind);
   if (hf !== null) {
     state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
     if (out !== null) checkHfExportFolder(out);
@@ -289,7 +294,7 @@ export async function initRun(options: TrainOptions & { init: string }): Promise
     if (recorded !== undefined && dataset.contentDigest !== recorded)
       throw changedDataError("init", baseState.data.spec, String(dataset.contentDigest), recorded);
     checkRebuiltSplit("init", baseState.data.spec, baseState.data, dataset.train.indices, dataset.test.indices);
-    const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks);
+    const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks, kind);
     const weights = readFileSync(join(base, "model.safetensors"));
     state.pretrained = {
       source: "attnlip",
@@ -314,11 +319,14 @@ function newRunSettings(options: TrainOptions) {
   const weightDecay = nonNegative("weight-decay", options.weightDecay, 0.05);
   const clip = nonNegative("clip", options.clip, 1);
   const lambda = nonNegative("jasmin", options.jasmin?.lambda, 0);
+  const augmentShift = options.augmentShift ?? 0;
+  if (!Number.isSafeInteger(augmentShift) || augmentShift < 0)
+    throw new InputError(`augment-shift: must be an integer >= 0 (pixels), got ${augmentShift}`);
   if (minLr > lr)
     throw new InputError(`min-lr: ${minLr} is above lr ${lr}: the cosine decay ends at min-lr and must not rise above the peak rate`);
   if (lambda > JASMIN_MAX_LAMBDA)
     throw new InputError(`jasmin: lambda must be at most ${JASMIN_MAX_LAMBDA}, got ${lambda} (beyond it the penalty drowns the cross-entropy in float32)`);
-  return { epochs, batchSize, lr, minLr, weightDecay, clip, lambda };
+  return { epochs, batchSize, lr, minLr, weightDecay, clip, lambda, augmentShift };
 }
 
 /**
@@ -339,7 +347,8 @@ function newRunFolder(options: TrainOptions): string | null {
  * A new run's train state at step 0: the settings, the data record, the schedule over all its
  * epochs and the shuffling stream started from `seed`.
  *
- * @throws InputError on bad JaSMin layers, no training examples, or a bad warm-up.
+ * @throws InputError on bad JaSMin layers, a bad warm-up, or augmentation the data's kind
+ *   has not.
  */
 function newTrainState(
   options: TrainOptions,
@@ -347,7 +356,10 @@ function newTrainState(
   seed: number,
   data: TrainState["data"],
   blocks: number,
+  kind: TrainingKind,
 ): TrainState {
+  if (settings.augmentShift > 0 && kind.augment === undefined)
+    throw new InputError(`augment-shift: shifts images; ${data.spec} is ${kind.task} data`);
   let layers: number[] | null = null;
   try {
     layers = options.jasmin?.layers == null ? null : selectLayers(blocks, options.jasmin.layers);
@@ -386,6 +398,7 @@ function newTrainState(
       beta2: 0.999,
       epsilon: 1e-8,
     },
+    ...(settings.augmentShift > 0 ? { augment: { shift: settings.augmentShift } } : {}),
     rng: { shuffle: new SeededRng(seed).state },
     trainSeconds: 0,
     history: [],

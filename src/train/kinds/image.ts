@@ -2,13 +2,15 @@ import { tf } from "../../backend.ts";
 import { batches, loadDataset, selectExamples, type ImageDataset, type ImageSplit } from "../../data/dataset.ts";
 import { modelConfigForData } from "../modelConfig.ts";
 import type { ModelBatch, TrainingKind } from "./registry.ts";
+import { drawShifts, shiftImages } from "./shift.ts";
 
 const DEFAULT_MODEL = "vit-tiny";
 
 /**
  * Image training data (mnist, idx:DIR, cifar10:DIR): a ViT whose image size, channels and
  * classes come from the data (a preset's patch size must divide the image side); batches of
- * flattened pixels float32 [b, H*W*C] in the data set's range.
+ * flattened pixels float32 [b, H*W*C] in the data set's range; training batches may be shifted
+ * at random (augment, kinds/shift.ts).
  *
  * loadFresh and reload throw InputError on unreadable data (IdxError, Cifar10Error) and on a
  * model that does not fit the images (train/modelConfig.ts modelConfigForData).
@@ -43,6 +45,15 @@ export const IMAGE_TRAINING: TrainingKind = {
         labels: batch.labels,
         inputs: () => ({ x: tf.tensor2d(batch.images, [batch.size, batch.images.length / batch.size]) }),
       };
+  },
+  augment(batch, settings, rng, dataset) {
+    if (settings.shift === 0) return batch;
+    const d = dataset as ImageDataset;
+    const shifts = drawShifts(batch.size, settings.shift, rng);
+    return {
+      ...batch,
+      inputs: () => ({ x: shiftImages(batch.inputs().x as tf.Tensor2D, d.train.shape, shifts, d.range[0]) }),
+    };
   },
   tokenizer: () => null,
   describe: () => ({ lines: [], warnings: [] }),

@@ -1,5 +1,5 @@
 import type { tf } from "../../backend.ts";
-import type { ImageDataset } from "../../data/dataset.ts";
+import type { ImageDataset, SeededRng } from "../../data/dataset.ts";
 import { specTask, type DataTask } from "../../data/registry.ts";
 import type { TextDataset } from "../../data/text/dataset.ts";
 import type { TextTokenizer } from "../../data/text/tokenizer.ts";
@@ -31,6 +31,12 @@ export interface ModelBatch {
    * token ids int32 [size, n] with the padding mask [size, n] (1 = real token).
    */
   inputs(): { x: tf.Tensor; mask?: tf.Tensor };
+}
+
+/** Training-time augmentation (train_state.json `augment`). */
+export interface AugmentSettings {
+  /** Largest shift of a training image in pixels, each direction (0 = none). */
+  shift: number;
 }
 
 /** How a fresh run reads its data (the subset of the training options a kind needs). */
@@ -82,6 +88,12 @@ export interface TrainingKind {
   select(split: AnySplit, positions: readonly number[]): AnySplit;
   /** Batches of `batchSize` examples of a split in `order` (null: split order), the last one smaller. */
   batches(split: AnySplit, order: Int32Array | null, batchSize: number): Iterable<ModelBatch>;
+  /**
+   * Training-time augmentation of one batch (images: random shifts, kinds/shift.ts); absent
+   * when the kind has none. Draws from `rng` when called, so that a run is repeatable and a
+   * resume (which restores the generator at the epoch boundary) continues it exactly.
+   */
+  augment?(batch: ModelBatch, settings: AugmentSettings, rng: SeededRng, dataset: AnyDataset): ModelBatch;
   /** The tokenizer to save with a checkpoint (null for images). */
   tokenizer(dataset: AnyDataset): TextTokenizer | null;
   /**
