@@ -23,8 +23,9 @@ export interface StudyOptions {
   out: string;
   /**
    * The grid as given (a --config file's object and the flags laid over it, defaults not yet
-   * filled in); undefined = the one saved in OUT (continuing a study) or, in a new folder,
-   * the default grid. Continuing a folder, the given fields must agree with its saved grid.
+   * filled in; `{}` = the default grid); undefined = the one saved in OUT (continuing a study;
+   * refused for a folder without one). Continuing a folder, the given fields must agree with
+   * its saved grid.
    */
   grid?: Record<string, unknown>;
   /** How the grid was given, for messages ["study"]. */
@@ -86,8 +87,15 @@ function refuseOtherFolder(out: string): void {
 export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   checkOutPath(options.out, "folder", "OUT", "study");
   const out = resolve(options.out);
-  const saved = readGridFile(out);
-  if (saved === null) refuseOtherFolder(out);
+  let saved = readGridFile(out);
+  if (saved === null)
+    try {
+      refuseOtherFolder(out);
+    } catch (e) {
+      // Shards of a job array started together: another one saved the grid meanwhile.
+      saved = readGridFile(out);
+      if (saved === null) throw e;
+    }
   const where = options.where ?? "study";
   let grid: StudyGrid;
   if (saved !== null) {
@@ -99,14 +107,29 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
     }
     grid = saved;
   } else {
-    grid = parseStudyGrid(options.grid ?? {}, where);
+    // A new study needs its grid said: a study killed before it saved its grid, continued
+    // without flags, must not start the default grid (hours of runs) in its place.
+    if (options.grid === undefined)
+      throw new InputError(`study: ${out} holds no study yet (no ${GRID_FILE}): give the grid to start one (flags such as --model, --lambdas, --seeds, or --config FILE)`);
+    grid = parseStudyGrid(options.grid, where);
     // Before the grid is saved: a folder must not keep a grid whose runs cannot start.
     await preflightGrid(grid);
   }
+  const givenTrain = options.grid?.train as Record<string, unknown> | undefined;
+  if (grid.train.pretrainEpochs === null && givenTrain?.pretrainLr !== undefined)
+    throw new InputError("study: train.pretrainLr (--pretrain-lr) applies only to a study that pretrains: give train.pretrainEpochs (--pretrain-epochs) too");
   const all = expandGrid(grid);
   const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
   await mkdir(join(out, RUNS_FOLDER), { recursive: true });
-  if (saved === null) await writeJsonAtomically(join(out, GRID_FILE), grid);
+  if (saved === null) {
+    await writeJsonAtomically(join(out, GRID_FILE), grid);
+    // Two shards started together may both have found no grid and saved theirs: the last one
+    // written is the study's, and a shard whose grid differs from it stops before any run.
+    const kept = readGridFile(out);
+    const diff = kept === null ? null : gridDifference(kept, grid);
+    if (diff !== null)
+      throw new InputError(`study: ${out}: another process started the study with another grid at the same time (${diff}); give every shard the same grid`);
+  }
   await useBackend(options.backend);
   // Every finished run's result.json is read before the first line: a damaged one stops the study at once.
   const finished = await Promise.all(runs.map((run) => readRunResult(join(out, RUNS_FOLDER, run.id))));

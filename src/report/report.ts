@@ -629,6 +629,8 @@ function configSection(runs: RunData[]): string {
     "optimizer.weightDecay",
     "optimizer.warmupSteps",
     "optimizer.clip",
+    "augment",
+    "pretrained",
     "trainSeconds",
   ];
   if (runs.some((r) => r.trainState !== null)) {
@@ -698,8 +700,8 @@ export function attackDifferences(runs: readonly RunData[]): string[] {
 
 /**
  * How two runs' training differs apart from JaSMin, in words ("epochs: 3 vs 5"): the model
- * configuration, the data and its size, the seed, the epochs, the batch and the optimizer's
- * settings, from config.json and train_state.json. Empty for fewer than two runs, when a run
+ * configuration, the data and its size, the seed, the epochs, the batch, the optimizer's
+ * settings and the augmentation, from config.json and train_state.json. Empty for fewer than two runs, when a run
  * has no train_state.json, or when they agree.
  *
  * @example trainingDifferences(runs) // ["epochs: 3 vs 5"]
@@ -731,6 +733,7 @@ export function trainingDifferences(runs: readonly RunData[]): string[] {
       "optimizer.weightDecay",
       "optimizer.clip",
       "optimizer.warmupSteps",
+      "augment",
     ].map(
       (path) =>
         [
