@@ -9,8 +9,8 @@ import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "../stu
 import { expandGrid, GRID_FILE, gridDifference, mergeGridInput, parseStudyGrid, readGridFile, shardRuns, type StudyGrid } from "../study/grid.ts";
 import { preflightGrid } from "../study/preflight.ts";
 import { readRunResult } from "../study/result.ts";
-import { PRETRAIN_FOLDER, pretrainBases, pretrainIdOf, readPretrained } from "../study/pretrain.ts";
-import { runPretrain, runStudyRun } from "./studyRunOne.ts";
+import { PRETRAIN_FOLDER, pretrainBases, pretrainIdOf, readPretrained, type PretrainBase } from "../study/pretrain.ts";
+import { runPretrain, runStudyRun, type StudyRunOptions } from "./studyRunOne.ts";
 
 /** How often a shard looks whether another shard has finished a pretrained model it waits for. */
 const PRETRAIN_POLL_MS = 5000;
@@ -124,7 +124,8 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   if (saved === null) {
     await writeJsonAtomically(join(out, GRID_FILE), grid);
     // Two shards started together may both have found no grid and saved theirs: the last one
-    // written is the study's, and a shard whose grid differs from it stops before any run.
+    // written is the study's, and a shard that finds another grid there stops before any run
+    // (best effort: one that re-reads before the other writes cannot see it).
     const kept = readGridFile(out);
     const diff = kept === null ? null : gridDifference(kept, grid);
     if (diff !== null)
@@ -142,21 +143,7 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   const bases = pretrainBases(grid, all);
   const baseDir = (id: string) => join(out, PRETRAIN_FOLDER, id);
   const myBases = options.shard !== undefined ? shardRuns(bases, options.shard.k, options.shard.n) : bases;
-  for (const [i, base] of myBases.entries()) {
-    const dir = baseDir(base.id);
-    if (readPretrained(dir) !== null) continue;
-    const t0 = performance.now();
-    progress(`study${label}: pretrain ${i + 1}/${myBases.length} ${base.id}: train ${grid.train.pretrainEpochs} epoch(s) without JaSMin`);
-    let pretrained;
-    try {
-      pretrained = await runPretrain(base, grid, dir, stage);
-    } catch (e) {
-      if (e instanceof Error) e.message = `pretrain ${base.id}: ${e.message}`;
-      throw e;
-    }
-    const accuracy = pretrained.testAccuracy === null ? "" : `: test accuracy ${(100 * pretrained.testAccuracy).toFixed(2)}%`;
-    progress(`study${label}: pretrain ${i + 1}/${myBases.length} ${base.id} done in ${formatDuration((performance.now() - t0) / 1000)}${accuracy}`);
-  }
+  await pretrainShare(myBases, grid, baseDir, stage, (line) => progress(`study${label}: ${line}`));
   let ranSeconds = 0;
   let ran = 0;
   // Runs in grid order, except that a run whose pretrained model another shard has not
@@ -209,6 +196,36 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       (summary.unfinished.length > 0 ? ` (${summary.unfinished.length} unfinished: not included)` : ""),
   );
   return summary;
+}
+
+/**
+ * Trains the pretrained models of `bases` that are not finished yet (study/pretrain.ts), one
+ * after the other, with a line before and after each.
+ *
+ * @throws what training throws, its message prefixed with "pretrain ID: ".
+ */
+async function pretrainShare(
+  bases: readonly PretrainBase[],
+  grid: StudyGrid,
+  baseDir: (id: string) => string,
+  stage: StudyRunOptions,
+  progress: (line: string) => void,
+): Promise<void> {
+  for (const [i, base] of bases.entries()) {
+    const dir = baseDir(base.id);
+    if (readPretrained(dir) !== null) continue;
+    const t0 = performance.now();
+    progress(`pretrain ${i + 1}/${bases.length} ${base.id}: train ${grid.train.pretrainEpochs} epoch(s) without JaSMin`);
+    let pretrained;
+    try {
+      pretrained = await runPretrain(base, grid, dir, stage);
+    } catch (e) {
+      if (e instanceof Error) e.message = `pretrain ${base.id}: ${e.message}`;
+      throw e;
+    }
+    const accuracy = pretrained.testAccuracy === null ? "" : `: test accuracy ${(100 * pretrained.testAccuracy).toFixed(2)}%`;
+    progress(`pretrain ${i + 1}/${bases.length} ${base.id} done in ${formatDuration((performance.now() - t0) / 1000)}${accuracy}`);
+  }
 }
 
 /**
