@@ -187,7 +187,7 @@ export function studyCommand(): Command {
       const flags = parsed.data;
       if (out === undefined || out.trim() === "")
         throw new InputError("study: give the study folder, e.g. attnlip study runs/study --model vit-tiny --lambdas 0,0.1 --seeds 0,1,2");
-      const { aggregateStudyFolder, runStudy } = await import("./studyRun.ts");
+      const { aggregateStudyFolder, isStudyFolder, runStudy } = await import("./studyRun.ts");
       const { studyTable } = await import("../study/table.ts");
       if (flags.aggregate === true) {
         const given = (Object.keys(raw) as (keyof RawStudyOptions)[]).find((k) => k !== "aggregate" && raw[k] !== undefined);
@@ -202,6 +202,9 @@ export function studyCommand(): Command {
       const fromFlags = gridFromFlags(flags);
       const gridGiven = flags.config !== undefined || Object.keys(fromFlags).length > 0;
       const grid = gridGiven ? mergeGridInput(flags.config !== undefined ? readConfig(flags.config) : {}, fromFlags) : undefined;
+      const train = grid?.train as Record<string, unknown> | undefined;
+      if (train?.pretrainLr !== undefined && train.pretrainEpochs === undefined && !isStudyFolder(out))
+        throw new InputError("study: train.pretrainLr (--pretrain-lr) applies only to a study that pretrains: give train.pretrainEpochs (--pretrain-epochs) too");
       const workers = resolveWorkers(flags.workers, "study");
       const where = flags.config !== undefined ? `study: --config ${flags.config}` : "study";
       const summary = await runStudy({ out, grid, where, shard, backend: flags.backend ?? "wasm", workers });

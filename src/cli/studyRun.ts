@@ -115,9 +115,6 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
     // Before the grid is saved: a folder must not keep a grid whose runs cannot start.
     await preflightGrid(grid);
   }
-  const givenTrain = options.grid?.train as Record<string, unknown> | undefined;
-  if (grid.train.pretrainEpochs === null && givenTrain?.pretrainLr !== undefined)
-    throw new InputError("study: train.pretrainLr (--pretrain-lr) applies only to a study that pretrains: give train.pretrainEpochs (--pretrain-epochs) too");
   const all = expandGrid(grid);
   const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
   await mkdir(join(out, RUNS_FOLDER), { recursive: true });
