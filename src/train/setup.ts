@@ -214,6 +214,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
   const out = newRunFolder(options);
   const spec = options.data ?? "mnist";
   const kind = options.dataset !== undefined ? kindOfDataset(options.dataset) : kindOfSpec(spec);
+  refuseAugment(settings, kind, spec);
   const hf = typeof options.model === "string" && (await isHfFolder(options.model)) ? await importForTraining(options.model) : null;
   let loaded;
   try {
@@ -248,7 +249,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     ...dataIdentity(dataset),
     ...kind.stateData(dataset),
   };
-  const state = newTrainState(options, settings, seed, data, config.blocks, kind);
+  const state = newTrainState(options, settings, seed, data, config.blocks);
   if (hf !== null) {
     state.pretrained = { source: "huggingface", path: resolve(options.model as string), architecture: hf.architecture };
     if (out !== null) checkHfExportFolder(out);
@@ -289,12 +290,13 @@ export async function initRun(options: TrainOptions & { init: string }): Promise
         `init: ${options.init} fine-tunes the Hugging Face model ${baseState.pretrained.path}; continue it with --resume, or start from that folder with --model`,
       );
     const kind = kindOfModel(model.config);
+    refuseAugment(settings, kind, baseState.data.spec);
     const dataset = options.dataset ?? (await kind.reload(baseState, ckpt.tokenizer));
     const recorded = baseState.data.contentDigest;
     if (recorded !== undefined && dataset.contentDigest !== recorded)
       throw changedDataError("init", baseState.data.spec, String(dataset.contentDigest), recorded);
     checkRebuiltSplit("init", baseState.data.spec, baseState.data, dataset.train.indices, dataset.test.indices);
-    const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks, kind);
+    const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks);
     const weights = readFileSync(join(base, "model.safetensors"));
     state.pretrained = {
       source: "attnlip",
@@ -330,6 +332,16 @@ function newRunSettings(options: TrainOptions) {
 }
 
 /**
+ * Before the data is read: augmentation the data's kind does not have is refused.
+ *
+ * @throws InputError naming --augment-shift and the data.
+ */
+function refuseAugment(settings: ReturnType<typeof newRunSettings>, kind: TrainingKind, spec: string): void {
+  if (settings.augmentShift > 0 && kind.augment === undefined)
+    throw new InputError(`augment-shift: shifts images; ${spec} is ${kind.task} data`);
+}
+
+/**
  * A new run's output folder (absolute), or null for none.
  *
  * @throws InputError when it already holds a checkpoint.
@@ -347,8 +359,7 @@ function newRunFolder(options: TrainOptions): string | null {
  * A new run's train state at step 0: the settings, the data record, the schedule over all its
  * epochs and the shuffling stream started from `seed`.
  *
- * @throws InputError on bad JaSMin layers, a bad warm-up, or augmentation the data's kind
- *   has not.
+ * @throws InputError on bad JaSMin layers or a bad warm-up.
  */
 function newTrainState(
   options: TrainOptions,
@@ -356,10 +367,7 @@ function newTrainState(
   seed: number,
   data: TrainState["data"],
   blocks: number,
-  kind: TrainingKind,
 ): TrainState {
-  if (settings.augmentShift > 0 && kind.augment === undefined)
-    throw new InputError(`augment-shift: shifts images; ${data.spec} is ${kind.task} data`);
   let layers: number[] | null = null;
   try {
     layers = options.jasmin?.layers == null ? null : selectLayers(blocks, options.jasmin.layers);
