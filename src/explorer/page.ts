@@ -212,6 +212,8 @@ async function show(input: { pixels: number[]; label: number | null }): Promise<
   const reply = await ask({ kind: "inspect", pixels: input.pixels });
   if (reply.kind === "error") return status(`error: ${reply.message}`);
   if (reply.kind !== "inspected" || current !== input) return; // superseded by a newer input
+  // The page's timeline (performance marks, read by `npm run bench -- explorer`).
+  performance.mark("attnlip:inspected", { detail: { workerSeconds: reply.seconds } });
   const r = reply.result;
   const predicted = r.probabilities.indexOf(Math.max(...r.probabilities));
   $("prediction").innerHTML =
@@ -221,6 +223,7 @@ async function show(input: { pixels: number[]; label: number | null }): Promise<
   $("maps").innerHTML = await renderVegaLite(attentionMapsSpec(r.maps, r.n, 64), "maps");
   $("row-sigma").innerHTML = await renderVegaLite(rowSigmaSpec(r.rowSigma), "rowsigma");
   status(`analysed in ${reply.seconds.toFixed(1)} s`);
+  performance.mark("attnlip:drawn");
   document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
 }
 
@@ -258,6 +261,7 @@ async function loadModel(config: unknown, weights: ArrayBuffer, name: string): P
     return false;
   }
   $("model-name").textContent = name;
+  performance.mark("attnlip:model-loaded");
   return true;
 }
 
@@ -318,6 +322,7 @@ async function start(): Promise<void> {
     (e) => void pickFolder((e.target as HTMLInputElement).files),
   );
   const [info, config, weights, digitList] = await fetched;
+  performance.mark("attnlip:fetched");
   digits = digitList;
   const strip = $("digits");
   digits.forEach((d, i) => {
@@ -391,6 +396,7 @@ async function showText(input: { text: string; label: number | null }): Promise<
   $("maps").innerHTML = await renderVegaLite(textMapsSpec(r.maps, tokens), "maps");
   $("row-sigma").innerHTML = await renderVegaLite(textRowSigmaSpec(r.rowSigma), "rowsigma");
   status(`analysed in ${reply.seconds.toFixed(1)} s`);
+  performance.mark("attnlip:drawn");
   document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
 }
 
