@@ -64,30 +64,14 @@ export async function runStudyRun(
       );
     await trainStage(
       dir,
-      {
-        init: options.pretrained,
-        batchSize: grid.train.batch,
-        ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
-        lr: grid.train.lr,
-        jasmin,
-      },
+      { ...stepSettings(grid, grid.train.lr), init: options.pretrained, jasmin },
       grid.train.epochs,
       options,
     );
   } else
     await trainStage(
       dir,
-      {
-        data: run.data,
-        model: run.model,
-        batchSize: grid.train.batch,
-        ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
-        lr: grid.train.lr,
-        jasmin,
-        seed: run.seed,
-        ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
-        ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
-      },
+      { ...newRunSettings(grid, run, grid.train.lr), jasmin },
       grid.train.epochs,
       options,
     );
@@ -155,17 +139,7 @@ export async function runPretrain(
     throw new Error("runPretrain: the grid does not pretrain (train.pretrainEpochs is null)");
   await trainStage(
     dir,
-    {
-      data: base.data,
-      model: base.model,
-      batchSize: grid.train.batch,
-      ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
-      lr: grid.train.pretrainLr,
-      jasmin: { lambda: 0 },
-      seed: base.seed,
-      ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
-      ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
-    },
+    { ...newRunSettings(grid, base, grid.train.pretrainLr), jasmin: { lambda: 0 } },
     epochs,
     options,
   );
@@ -179,6 +153,31 @@ export async function runPretrain(
   };
   await writeJsonAtomically(join(dir, PRETRAINED_FILE), pretrained);
   return pretrained;
+}
+
+/** The grid's step settings: batch, augmentation and the given peak learning rate. */
+function stepSettings(grid: StudyGrid, lr: number): TrainOptions {
+  return {
+    batchSize: grid.train.batch,
+    lr,
+    ...(grid.train.augmentShift > 0 ? { augmentShift: grid.train.augmentShift } : {}),
+  };
+}
+
+/** A run trained from scratch: its data, model and seed, the grid's limits and step settings. */
+function newRunSettings(
+  grid: StudyGrid,
+  run: { data: string; model: string; seed: number },
+  lr: number,
+): TrainOptions {
+  return {
+    ...stepSettings(grid, lr),
+    data: run.data,
+    model: run.model,
+    seed: run.seed,
+    ...(grid.train.trainSize !== null ? { limit: grid.train.trainSize } : {}),
+    ...(grid.train.testLimit !== null ? { testLimit: grid.train.testLimit } : {}),
+  };
 }
 
 /**
