@@ -87,7 +87,7 @@ const StudyFlagsSchema = z.object({
   lr: numberFlag({ above: 0 }).optional(),
   pretrainEpochs: numberFlag(EPOCHS).optional(),
   pretrainLr: numberFlag({ above: 0 }).optional(),
-  augmentShift: numberFlag({ integer: true, min: 0 }).optional(),
+  augmentShift: numberFlag({ integer: true, min: 0, max: 1000 }).optional(),
   analyzeN: positive.optional(),
   iterations: positive.optional(),
   attackN: positive.optional(),

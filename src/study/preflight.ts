@@ -36,7 +36,8 @@ async function modelTask(model: string): Promise<DataTask> {
  * @throws InputError naming the flag and the value: an unknown data spec or a missing file or
  *   folder, an unknown model, a model of the other kind than its data (a ViT on text), an l_inf
  *   radius above 1 (the width of the pixel range [0, 1]) or an l_2 radius above the images'
- *   diameter for image data, more attacked or analysed inputs than train.testLimit keeps.
+ *   diameter for image data, augmentation on text data or shifts as large as the images, more
+ *   attacked or analysed inputs than train.testLimit keeps.
  * @example await preflightGrid(parseStudyGrid({ model: ["vit-micro"] }, "study")) // resolves
  */
 export async function preflightGrid(grid: StudyGrid): Promise<void> {
@@ -58,12 +59,18 @@ export async function preflightGrid(grid: StudyGrid): Promise<void> {
       throw new InputError(`study: --model ${model} reads ${kind} data, but --data ${other} is ${tasks.get(other)} data: every model of the grid runs on every data spec`);
   }
   for (const data of grid.data) {
-    if (tasks.get(data) !== "image") continue;
+    if (tasks.get(data) !== "image") {
+      if (grid.train.augmentShift > 0)
+        throw new InputError(`study: --augment-shift: shifts images, but --data ${data} is ${tasks.get(data)} data`);
+      continue;
+    }
     const badLinf = (grid.attack.linf ?? []).find((e) => e > 1);
     if (badLinf !== undefined)
       throw new InputError(`study: --eps-linf: ${badLinf} is out of range (at most 1, the width of the pixel range [0, 1] of ${data}; for 8/255 write 0.03137)`);
     const shape = IMAGE_SHAPES[parseSpec(data).source.name];
     if (shape !== undefined) {
+      if (grid.train.augmentShift >= Math.min(shape[0], shape[1]))
+        throw new InputError(`study: --augment-shift: ${grid.train.augmentShift} pixels moves every ${shape[0]}x${shape[1]} image of ${data} out of its frame (give less than ${Math.min(shape[0], shape[1])})`);
       const diameter = Math.sqrt(shape[0] * shape[1] * shape[2]);
       const badL2 = (grid.attack.l2 ?? []).find((e) => e > diameter);
       if (badL2 !== undefined)

@@ -237,6 +237,7 @@ export async function freshRun(options: TrainOptions): Promise<TrainingRun> {
     throw e;
   }
   const { dataset, config } = loaded;
+  refuseLargeShift(settings, dataset);
   if (dataset.train.count === 0)
     throw new InputError(`data: ${dataset.spec} has no training examples; nothing to train on`);
   const data: TrainState["data"] = {
@@ -296,6 +297,7 @@ export async function initRun(options: TrainOptions & { init: string }): Promise
     if (recorded !== undefined && dataset.contentDigest !== recorded)
       throw changedDataError("init", baseState.data.spec, String(dataset.contentDigest), recorded);
     checkRebuiltSplit("init", baseState.data.spec, baseState.data, dataset.train.indices, dataset.test.indices);
+    refuseLargeShift(settings, dataset);
     const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks);
     const weights = readFileSync(join(base, "model.safetensors"));
     state.pretrained = {
@@ -339,6 +341,18 @@ function newRunSettings(options: TrainOptions) {
 function refuseAugment(settings: ReturnType<typeof newRunSettings>, kind: TrainingKind, spec: string): void {
   if (settings.augmentShift > 0 && kind.augment === undefined)
     throw new InputError(`augment-shift: shifts images; ${spec} is ${kind.task} data`);
+}
+
+/**
+ * A shift as large as the images moves every one of them out of its frame (a blank image).
+ *
+ * @throws InputError naming --augment-shift and the image size.
+ */
+function refuseLargeShift(settings: ReturnType<typeof newRunSettings>, dataset: AnyDataset): void {
+  if (settings.augmentShift === 0 || !("shape" in dataset.train)) return;
+  const [h, w] = dataset.train.shape;
+  if (settings.augmentShift >= Math.min(h, w))
+    throw new InputError(`augment-shift: ${settings.augmentShift} pixels moves every ${h}x${w} image of ${dataset.spec} out of its frame; give less than ${Math.min(h, w)}`);
 }
 
 /**

@@ -28,6 +28,8 @@ test("study: bad input exits 2 with one line naming the flag, before any work", 
     [["study", join(dir, "s"), "--eps-linf", "0,2"], /study: --eps-linf: 2 is out of range \(at most 1, the width of the pixel range \[0, 1\] of mnist/],
     [["study", join(dir, "s"), "--eps-l2", "29"], /study: --eps-l2: 29 is out of range \(at most 28, the l_2 diameter of 28x28x1 images/],
     [["study", join(dir, "s"), "--attack-n", "8", "--test-limit", "5"], /study: --attack-n 8 is more than --test-limit 5/],
+    [["study", join(dir, "s"), "--data", "spam", "--model", "text-micro", "--augment-shift", "2"], /study: --augment-shift: shifts images, but --data spam is text data/],
+    [["study", join(dir, "s"), "--augment-shift", "28"], /study: --augment-shift: 28 pixels moves every 28x28 image of mnist out of its frame \(give less than 28\)/],
     [["study", join(dir, "s")], /study: .*s holds no study yet \(no study-grid\.json\): give the grid to start one/],
     [["study", join(dir, "s"), "--pretrain-lr", "0.01"], /study: train\.pretrainLr \(--pretrain-lr\) applies only to a study that pretrains/],
   ];

@@ -63,6 +63,10 @@ test("train --augment-shift: recorded, repeatable through a resume, changes the 
     train({ ...QUIET, data: "spam", limit: 64, testLimit: 16, epochs: 1, augmentShift: 1 }),
     (e: Error) => e instanceof InputError && e.message === "augment-shift: shifts images; spam is text data",
   );
+  await assert.rejects(
+    train({ ...base, augmentShift: 28 }),
+    (e: Error) => e instanceof InputError && /^augment-shift: 28 pixels moves every 28x28 image of mnist out of its frame; give less than 28$/.test(e.message),
+  );
   assert.throws(() => parseTrainFlags({ out: "o", augmentShift: "1.5" }), /^InputError: train: --augment-shift: must be an integer/);
   assert.throws(() => parseTrainFlags({ resume: "r", augmentShift: "2" }), /--augment-shift cannot be given with --resume/);
 });
