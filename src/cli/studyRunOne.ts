@@ -64,14 +64,14 @@ export async function runStudyRun(
       );
     await trainStage(
       dir,
-      { ...stepSettings(grid, grid.train.lr), init: options.pretrained, jasmin },
+      { ...stepOptions(grid, grid.train.lr), init: options.pretrained, jasmin },
       grid.train.epochs,
       options,
     );
   } else
     await trainStage(
       dir,
-      { ...newRunSettings(grid, run, grid.train.lr), jasmin },
+      { ...scratchRunOptions(grid, run, grid.train.lr), jasmin },
       grid.train.epochs,
       options,
     );
@@ -139,7 +139,7 @@ export async function runPretrain(
     throw new Error("runPretrain: the grid does not pretrain (train.pretrainEpochs is null)");
   await trainStage(
     dir,
-    { ...newRunSettings(grid, base, grid.train.pretrainLr), jasmin: { lambda: 0 } },
+    { ...scratchRunOptions(grid, base, grid.train.pretrainLr), jasmin: { lambda: 0 } },
     epochs,
     options,
   );
@@ -155,8 +155,8 @@ export async function runPretrain(
   return pretrained;
 }
 
-/** The grid's step settings: batch, augmentation and the given peak learning rate. */
-function stepSettings(grid: StudyGrid, lr: number): TrainOptions {
+/** The grid's step options: batch, augmentation and the given peak learning rate. */
+function stepOptions(grid: StudyGrid, lr: number): TrainOptions {
   return {
     batchSize: grid.train.batch,
     lr,
@@ -165,13 +165,13 @@ function stepSettings(grid: StudyGrid, lr: number): TrainOptions {
 }
 
 /** A run trained from scratch: its data, model and seed, the grid's limits and step settings. */
-function newRunSettings(
+function scratchRunOptions(
   grid: StudyGrid,
   run: { data: string; model: string; seed: number },
   lr: number,
 ): TrainOptions {
   return {
-    ...stepSettings(grid, lr),
+    ...stepOptions(grid, lr),
     data: run.data,
     model: run.model,
     seed: run.seed,

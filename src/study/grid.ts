@@ -223,7 +223,7 @@ export function gridDifference(there: StudyGrid, here: StudyGrid): string | null
 }
 
 /** A data spec or model name as a folder-name part: letters, digits, '.', '-' kept; the rest '-'. */
-const part = (s: string) => s.replace(/[^A-Za-z0-9.-]+/g, "-").replace(/^-+|-+$/g, "") || "x";
+export const part = (s: string) => s.replace(/[^A-Za-z0-9.-]+/g, "-").replace(/^-+|-+$/g, "") || "x";
 
 /**
  * Every run of the grid, in grid order (data, model, norm, reduce, lambda, seed; the seed

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { readJsonFile, validated } from "./jsonFile.ts";
-import type { StudyGrid, StudyRun } from "./grid.ts";
+import { part, type StudyGrid, type StudyRun } from "./grid.ts";
 
 /**
  * A study's pretraining (grid field train.pretrainEpochs): one model per data, model and seed,
@@ -42,14 +42,13 @@ export const PretrainedSchema = z.strictObject({
 export type Pretrained = z.output<typeof PretrainedSchema>;
 
 /**
- * The pretrained model a run fine-tunes: its folder name ("DATA_MODEL_seedS", with the parts
- * of the run's own id).
+ * The pretrained model a run fine-tunes: its folder name ("DATA_MODEL_seedS", with the same
+ * folder-name parts as the run's own id).
  *
  * @example pretrainIdOf({ id: "mnist_vit-tiny_lambda0.1_top2_max-log_seed2", seed: 2, ... }) // "mnist_vit-tiny_seed2"
  */
 export function pretrainIdOf(run: StudyRun): string {
-  const [data, model] = run.id.split("_");
-  return `${data}_${model}_seed${run.seed}`;
+  return `${part(run.data)}_${part(run.model)}_seed${run.seed}`;
 }
 
 /**

@@ -293,10 +293,7 @@ export async function initRun(options: TrainOptions & { init: string }): Promise
     const kind = kindOfModel(model.config);
     refuseAugment(settings, kind, baseState.data.spec);
     const dataset = options.dataset ?? (await kind.reload(baseState, ckpt.tokenizer));
-    const recorded = baseState.data.contentDigest;
-    if (recorded !== undefined && dataset.contentDigest !== recorded)
-      throw changedDataError("init", baseState.data.spec, String(dataset.contentDigest), recorded);
-    checkRebuiltSplit("init", baseState.data.spec, baseState.data, dataset.train.indices, dataset.test.indices);
+    checkSameData("init", baseState, dataset);
     refuseLargeShift(settings, dataset);
     const state = newTrainState(options, settings, baseState.seed, { ...baseState.data }, model.config.blocks);
     const weights = readFileSync(join(base, "model.safetensors"));
@@ -331,6 +328,19 @@ function newRunSettings(options: TrainOptions) {
   if (lambda > JASMIN_MAX_LAMBDA)
     throw new InputError(`jasmin: lambda must be at most ${JASMIN_MAX_LAMBDA}, got ${lambda} (beyond it the penalty drowns the cross-entropy in float32)`);
   return { epochs, batchSize, lr, minLr, weightDecay, clip, lambda, augmentShift };
+}
+
+/**
+ * A checkpoint's data as reloaded is the data it was trained on: the same content digest
+ * (where recorded) and the same split (data/heldOut.ts).
+ *
+ * @throws InputError naming `who` (resume, init) when the data changed since training.
+ */
+function checkSameData(who: string, state: TrainState, dataset: AnyDataset): void {
+  const recorded = state.data.contentDigest;
+  if (recorded !== undefined && dataset.contentDigest !== recorded)
+    throw changedDataError(who, state.data.spec, String(dataset.contentDigest), recorded);
+  checkRebuiltSplit(who, state.data.spec, state.data, dataset.train.indices, dataset.test.indices);
 }
 
 /**
@@ -503,10 +513,7 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
   try {
     const kind = kindOfModel(model.config);
     const dataset = options.dataset ?? (await kind.reload(state, ckpt.tokenizer));
-    const recorded = state.data.contentDigest;
-    if (recorded !== undefined && dataset.contentDigest !== recorded)
-      throw changedDataError("resume", state.data.spec, String(dataset.contentDigest), recorded);
-    checkRebuiltSplit("resume", state.data.spec, state.data, dataset.train.indices, dataset.test.indices);
+    checkSameData("resume", state, dataset);
     if (options.epochs !== undefined && options.epochs !== state.epochs) {
       state.epochs = positiveInt("epochs", options.epochs, 1);
       state.optimizer.totalSteps =
