@@ -55,7 +55,8 @@ window.addEventListener("error", (e: ErrorEvent) => status(`error: ${e.message}`
 /** A request without its id (the union's members each lose theirs). */
 type Unsent = ExplorerRequest extends infer R ? (R extends unknown ? Omit<R, "id"> : never) : never;
 
-// ---- worker: one request at a time; a newer request of the same kind supersedes a waiting one
+// ---- worker: it answers one request at a time, in the order sent; a page waiting for an
+// answer ignores it when a newer input has superseded its own
 const worker =
   (window as unknown as { attnlipWorker?: Worker }).attnlipWorker ?? new Worker("worker.js");
 let nextId = 1;
@@ -90,7 +91,13 @@ function softmax(logits: number[], temperature: number): number[] {
   return e.map((v) => v / sum);
 }
 
-async function updatePlayground(): Promise<void> {
+/**
+ * Shows the playground row's sigma values and, with `chart`, its place in the envelope chart.
+ * @param chart false at the page's start: the first chart loads charts.js (Vega-Lite), whose
+ *   parse holds the page's thread, and the worker's start needs that thread to take the model
+ *   and the first input (start()).
+ */
+async function updatePlayground(chart = true): Promise<void> {
   const mode = $<HTMLSelectElement>("row-mode").value;
   const temperature = Number($<HTMLInputElement>("temperature").value);
   $("temperature-value").textContent = temperature.toFixed(2);
@@ -119,6 +126,7 @@ async function updatePlayground(): Promise<void> {
 <tr><th>sigma_quad (closed form, upper bound)</th><td>${formatNumber(sigmaQuad(p))}</td></tr>
 <tr><th>worst case (prior art)</th><td>0.5</td></tr>
 <tr><th>p(1), p(2)</th><td>${formatNumber(sorted[0], 4)}, ${formatNumber(sorted[1], 4)}</td></tr></table>`;
+  if (!chart) return;
   $("envelope").innerHTML = await renderVegaLite(envelopeWithRowSpec(sorted[0], s), "envelope");
 }
 
@@ -204,12 +212,21 @@ function boundsTable(r: Inspection): string {
   return `<table class="bounds">${head}${rows.join("")}</table>`;
 }
 
-async function show(input: { pixels: number[]; label: number | null }): Promise<void> {
+/**
+ * Analyses an input in the worker and draws the result.
+ * @param loaded a model's load sent just before (start): when it failed, its error stays on the
+ *   status line instead of this input's "no model loaded yet".
+ */
+async function show(
+  input: { pixels: number[]; label: number | null },
+  loaded?: Promise<boolean>,
+): Promise<void> {
   current = input;
   const shown = $<HTMLCanvasElement>("input");
   drawPixels(shown, input.pixels, 28);
   shown.dataset.pixels = JSON.stringify(input.pixels); // what the model reads, for anyone checking the page
   const reply = await ask({ kind: "inspect", pixels: input.pixels });
+  if (loaded !== undefined && !(await loaded)) return;
   if (reply.kind === "error") return status(`error: ${reply.message}`);
   if (reply.kind !== "inspected" || current !== input) return; // superseded by a newer input
   // The page's timeline (performance marks, read by `npm run bench -- explorer`).
@@ -321,6 +338,7 @@ async function start(): Promise<void> {
     "change",
     (e) => void pickFolder((e.target as HTMLInputElement).files),
   );
+  void updatePlayground(false);
   const [info, config, weights, digitList] = await fetched;
   performance.mark("attnlip:fetched");
   digits = digitList;
@@ -335,9 +353,14 @@ async function start(): Promise<void> {
     c.addEventListener("click", () => void show(d));
     strip.appendChild(c);
   });
-  const first = loadModel(config, weights, info.name).then((ok) =>
-    ok ? show(digits[0]) : undefined,
-  );
+  // The first digit is sent right behind the model, not when the model's answer comes back, and
+  // the playground's chart (charts.js's parse) waits for that answer: a starting worker gets its
+  // messages through the page's thread, so the thread stays free until the worker has them
+  // (measured: up to 0.3 s later otherwise), and charts.js is then parsed while the worker
+  // analyses.
+  const loaded = loadModel(config, weights, info.name);
+  const first = show(digits[0], loaded);
+  await loaded;
   await updatePlayground();
   await first;
 }
@@ -371,10 +394,15 @@ function className(k: number): string {
   return name === undefined || name === String(k) ? String(k) : `${k} (${escapeText(name)})`;
 }
 
-async function showText(input: { text: string; label: number | null }): Promise<void> {
+/** Reads a text in the worker and draws the result; `loaded` as in {@link show}. */
+async function showText(
+  input: { text: string; label: number | null },
+  loaded?: Promise<boolean>,
+): Promise<void> {
   const mine = { ...input, ids: null as number[] | null };
   currentText = mine;
   const reply = await ask({ kind: "inspect-text", text: input.text });
+  if (loaded !== undefined && !(await loaded)) return;
   if (reply.kind === "error") return status(`error: ${reply.message}`);
   if (reply.kind !== "inspected-text" || currentText !== mine) return; // superseded by a newer text
   const { ids, tokens, limit } = reply.tokenized;
@@ -453,6 +481,7 @@ async function startText(): Promise<void> {
     $<HTMLInputElement>("text-eps").value =
       $<HTMLSelectElement>("text-norm").value === "l2" ? "0.25" : "0.005";
   });
+  void updatePlayground(false);
   const [info, config, weights, tokenizer, examples] = await fetched;
   textInfo = info;
   const list = $("examples");
@@ -470,16 +499,23 @@ async function startText(): Promise<void> {
   });
   const loaded = ask({ kind: "load-text", config, weights, tokenizer, name: info.name }, [
     weights,
-  ]).then(async (reply) => {
-    if (reply.kind === "error") return status(`error: ${info.name}: ${reply.message}`);
-    $("model-name").textContent = info.name;
-    if (examples.length > 0) {
-      box.value = examples[0].text;
-      await showText({ text: examples[0].text, label: examples[0].label });
+  ]).then((reply) => {
+    if (reply.kind === "error") {
+      status(`error: ${info.name}: ${reply.message}`);
+      return false;
     }
+    $("model-name").textContent = info.name;
+    return true;
   });
-  await updatePlayground();
+  // The first text goes right behind the model, and the playground's chart waits, as in start().
+  let first: Promise<unknown> = loaded;
+  if (examples.length > 0) {
+    box.value = examples[0].text;
+    first = showText({ text: examples[0].text, label: examples[0].label }, loaded);
+  }
   await loaded;
+  await updatePlayground();
+  await first;
 }
 
 void (document.body.dataset.kind === "text" ? startText() : start());

@@ -121,10 +121,15 @@ async function handle(request: ExplorerRequest): Promise<ExplorerReply> {
   return { id: request.id, kind: "attacked", points, adversarial, seconds: seconds() };
 }
 
-self.onmessage = async (event: MessageEvent<ExplorerRequest>) => {
-  try {
-    post(await handle(event.data));
-  } catch (e) {
-    post({ id: event.data.id, kind: "error", message: (e as Error).message });
-  }
+// Requests are answered one at a time, in the order sent: the page sends a model and its first
+// input together, without waiting for the model's answer.
+let queue: Promise<void> = Promise.resolve();
+self.onmessage = (event: MessageEvent<ExplorerRequest>) => {
+  queue = queue.then(async () => {
+    try {
+      post(await handle(event.data));
+    } catch (e) {
+      post({ id: event.data.id, kind: "error", message: (e as Error).message });
+    }
+  });
 };
