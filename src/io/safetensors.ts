@@ -456,6 +456,13 @@ export function decodeSafetensors(
   return { tensors, metadata };
 }
 
+/** The first 5 items joined, then "and N more[ noun]" when there are more. */
+function firstFew(items: string[], separator = ", ", noun = ""): string {
+  const rest = items.length - 5;
+  const shown = items.slice(0, 5).join(separator);
+  return rest > 0 ? `${shown}${separator}and ${rest} more${noun === "" ? "" : ` ${noun}`}` : shown;
+}
+
 function checkExpectedShapes(
   file: string,
   entries: Entry[],
@@ -465,13 +472,17 @@ function checkExpectedShapes(
   const problems: string[] = [];
   const missing = [...expected.keys()].filter((k) => !found.has(k));
   const extra = [...found.keys()].filter((k) => !expected.has(k));
-  if (missing.length > 0) problems.push(`missing ${missing.map((k) => `"${k}"`).join(", ")}`);
-  if (extra.length > 0) problems.push(`unexpected ${extra.map((k) => `"${k}"`).join(", ")}`);
+  // A config that does not fit its weights (another width, say) mismatches every tensor: the
+  // first few of each kind name the problem, the count says how far it goes.
+  if (missing.length > 0) problems.push(`missing ${firstFew(missing.map((k) => `"${k}"`))}`);
+  if (extra.length > 0) problems.push(`unexpected ${firstFew(extra.map((k) => `"${k}"`))}`);
+  const wrong: string[] = [];
   for (const [k, want] of expected) {
     const got = found.get(k);
     if (got !== undefined && (got.length !== want.length || got.some((d, i) => d !== want[i])))
-      problems.push(`"${k}" has shape ${formatShape(got)}, expected ${formatShape(want)}`);
+      wrong.push(`"${k}" has shape ${formatShape(got)}, expected ${formatShape(want)}`);
   }
+  if (wrong.length > 0) problems.push(firstFew(wrong, "; ", "tensors of other shapes"));
   if (problems.length > 0)
     throw new SafetensorsError(
       `${file}: tensors do not match the expected ones: ${problems.join("; ")}`,

@@ -3,7 +3,11 @@ import assert from "node:assert/strict";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { decodeSafetensors, encodeSafetensors, SafetensorsError } from "../../src/io/safetensors.ts";
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  SafetensorsError,
+} from "../../src/io/safetensors.ts";
 import { readSafetensors, writeSafetensors } from "../../src/io/safetensorsFile.ts";
 import { InputError } from "../../src/util/errors.ts";
 
@@ -260,6 +264,19 @@ test("expectedShapes reports missing, extra and mis-shaped tensors", () => {
     ]),
   });
   assert.equal(ok.tensors.size, 2);
+  // A config of another width mismatches every tensor: the message names the first 5 of each
+  // kind and counts the rest, instead of one line per tensor.
+  const many = encodeSafetensors(
+    new Map(
+      Array.from({ length: 8 }, (_, i) => [`w${i}`, { data: new Float32Array(2), shape: [2] }]),
+    ),
+  );
+  const wider = new Map<string, number[]>(Array.from({ length: 8 }, (_, i) => [`w${i}`, [3]]));
+  for (let i = 0; i < 7; i++) wider.set(`m${i}`, [1]);
+  assert.throws(
+    () => decodeSafetensors(many, { name: "ckpt", expectedShapes: wider }),
+    /^SafetensorsError: ckpt: tensors do not match the expected ones: missing "m0", "m1", "m2", "m3", "m4", and 2 more; "w0" has shape \[2\], expected \[3\]; .*"w4" has shape \[2\], expected \[3\]; and 3 more tensors of other shapes$/,
+  );
 });
 
 test("requireFullCoverage rejects gaps and unused trailing bytes", () => {
