@@ -12,12 +12,12 @@ export interface PageLoad {
   marks: Record<string, number>;
 }
 
-
 /**
  * Opens `url` `loads` times in headless Chromium as a first-time visitor would, and times each
  * load to the page's first analysed input. Each load gets a fresh browser context (empty HTTP
- * and code caches), after one unmeasured load that starts the browser's own processes. The browser is driven over the Chrome DevTools Protocol
- * (chrome-remote-interface) with a session on the page only: Playwright, which the browser
+ * and code caches), after one unmeasured load that starts the browser's own processes. The
+ * browser is driven over the Chrome DevTools Protocol (chrome-remote-interface) with a session
+ * on the page only: Playwright, which the browser
  * tests use, also attaches to every web worker and enables its Runtime domain there, and that
  * alone made the explorer worker's script evaluation several times slower (measured: 0.08-0.13 s
  * without, 0.49-0.78 s with; docs/performance.md), a cost no visitor's browser has.
@@ -51,7 +51,7 @@ export async function firstVisits(chromium: string, url: string, loads: number):
     const results: PageLoad[] = [];
     try {
       // One load more, first and not returned: the browser's own start (its first renderer and
-      // network processes) is no part of a visit to the page (measured: 0.5-0.7 s more).
+      // network processes) is no part of a visit to the page (measured: 0.7-1.3 s more).
       for (let i = -1; i < loads; i++) {
         const { browserContextId } = await root.send("Target.createBrowserContext");
         const { targetId } = await root.send("Target.createTarget", { url: "about:blank", browserContextId });
