@@ -17,10 +17,10 @@ export interface PageLoad {
  * load to the page's first analysed input. Each load gets a fresh browser context (empty HTTP
  * and code caches), after one unmeasured load that starts the browser's own processes. The
  * browser is driven over the Chrome DevTools Protocol (chrome-remote-interface) with a session
- * on the page only: Playwright, which the browser
- * tests use, also attaches to every web worker and enables its Runtime domain there, and that
- * alone made the explorer worker's script evaluation several times slower (measured: 0.08-0.13 s
- * without, 0.49-0.78 s with; docs/performance.md), a cost no visitor's browser has.
+ * on the page only: Playwright, which the browser tests use, also attaches to every web worker
+ * and enables its Runtime domain there, and that alone made the explorer worker's script
+ * evaluation several times slower (measured: 0.08-0.13 s without, 0.49-0.78 s with;
+ * docs/performance.md), a cost no visitor's browser has.
  *
  * @param chromium the browser's executable.
  * @param url the page (served by the caller).
