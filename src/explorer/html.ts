@@ -57,7 +57,7 @@ checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safet
 <div id="row-out"></div><div id="envelope"></div>
 </section>
 <section id="input-panel"><h2>An input</h2>
-<div class="row"><div><canvas id="draw" width="280" height="280"></canvas><br><button id="clear">clear</button> draw a digit, or pick a held-out test digit:</div></div>
+<div class="row"><div><canvas id="draw" width="280" height="280"></canvas><br><button id="clear">clear</button> draw a digit, or pick a held-out test digit<span id="digits-note"></span>:</div></div>
 <div id="digits"></div>
 <div class="row"><canvas id="input" width="112" height="112"></canvas><div id="prediction"></div></div>
 </section>

@@ -76,12 +76,26 @@ function ask(request: Unsent, transfer: Transferable[] = []): Promise<ExplorerRe
 }
 
 // ---- attention-row playground
-function parseRow(text: string): number[] | null {
-  const values = text
-    .split(/[\s,]+/)
-    .filter((s) => s !== "")
-    .map(Number);
-  return values.length >= 2 && values.every(Number.isFinite) ? values : null;
+/** The row's entries, or what is wrong with them (an empty entry, one that is no finite number). */
+function parseRow(text: string): number[] | string {
+  if (/,\s*,/.test(text) || /^\s*,|,\s*$/.test(text))
+    return "an entry is empty (two commas in a row, or one at an end)";
+  const entries = text.split(/[\s,]+/).filter((s) => s !== "");
+  const bad = entries.find((e) => !Number.isFinite(Number(e)));
+  if (bad !== undefined) return `"${bad}" is not a finite number`;
+  if (entries.length < 2) return "give at least two numbers, separated by commas";
+  return entries.map(Number);
+}
+
+/** PGD's step count from its box, or null after saying on the status line what is wrong. */
+function pgdSteps(id: string): number | null {
+  const text = $<HTMLInputElement>(id).value.trim();
+  const steps = Number(text);
+  if (text === "" || !Number.isInteger(steps) || steps < 1 || steps > 100) {
+    status(`error: PGD steps must be a whole number from 1 to 100, got "${text}"`);
+    return null;
+  }
+  return steps;
 }
 
 function softmax(logits: number[], temperature: number): number[] {
@@ -103,8 +117,8 @@ async function updatePlayground(chart = true): Promise<void> {
   $("temperature-value").textContent = temperature.toFixed(2);
   const values = parseRow($<HTMLInputElement>("row").value);
   const out = $("row-out");
-  if (values === null) {
-    out.textContent = "give at least two numbers, separated by commas";
+  if (typeof values === "string") {
+    out.textContent = values;
     return;
   }
   let p: number[];
@@ -249,7 +263,8 @@ async function runAttack(): Promise<void> {
   if (current === null) return status("pick or draw a digit first");
   const eps = Number($<HTMLInputElement>("eps").value);
   const attack = $<HTMLSelectElement>("attack").value as "fgsm" | "pgd";
-  const steps = Number($<HTMLInputElement>("steps").value);
+  const steps = attack === "pgd" ? pgdSteps("steps") : 1;
+  if (steps === null) return;
   const label = current.label ?? Number($("predicted").textContent);
   const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
   const reply = await ask({
@@ -265,7 +280,7 @@ async function runAttack(): Promise<void> {
   const last = reply.points.at(-1)!;
   drawPixels($<HTMLCanvasElement>("adversarial"), reply.adversarial, 28);
   $("attack-out").innerHTML =
-    `at eps ${formatNumber(eps, 3)}: predicted <strong id="adv-predicted">${last.predicted}</strong>, margin <span id="adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${label}; below 0 = misclassified)`;
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="adv-predicted">${last.predicted}</strong>, margin <span id="adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${label}${current.label === null ? ", the drawn digit's clean prediction" : ""}; below 0 = misclassified)`;
   $("margins").innerHTML = await renderVegaLite(marginSpec(reply.points), "margins");
   status(`attacked in ${reply.seconds.toFixed(1)} s`);
 }
@@ -291,27 +306,26 @@ async function pickBackend(name: ExplorerBackend): Promise<void> {
 }
 
 async function pickFolder(files: FileList | null): Promise<void> {
-  const byName = new Map([...(files ?? [])].map((f) => [f.name, f]));
+  const list = [...(files ?? [])];
+  const byName = new Map(list.map((f) => [f.name, f]));
+  const folder = list[0]?.webkitRelativePath.split("/")[0] || "your model";
   const config = byName.get("config.json");
   const weights = byName.get("model.safetensors");
   if (config === undefined || weights === undefined)
     return status(
-      "error: the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)",
+      `error: ${folder}: no ${[config === undefined ? "config.json" : "", weights === undefined ? "model.safetensors" : ""].filter((f) => f !== "").join(" and no ")}; the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)`,
     );
   let parsed: unknown;
   try {
     parsed = JSON.parse(await config.text());
-  } catch {
-    return status("error: config.json is not valid JSON");
+  } catch (e) {
+    return status(`error: ${folder}: config.json is not valid JSON (${(e as Error).message})`);
   }
-  if (
-    await loadModel(
-      parsed,
-      await weights.arrayBuffer(),
-      config.webkitRelativePath.split("/")[0] || "your model",
-    )
-  )
+  if (await loadModel(parsed, await weights.arrayBuffer(), folder)) {
+    $("digits-note").textContent =
+      ` (held out from the bundled model's training data, not necessarily from ${folder}'s)`;
     if (current !== null) await show(current);
+  }
 }
 
 async function start(): Promise<void> {
@@ -434,7 +448,8 @@ async function runTextAttack(): Promise<void> {
   if (!(eps >= 0 && Number.isFinite(eps))) return status("error: eps must be a number >= 0");
   const attack = $<HTMLSelectElement>("text-attack").value as "fgsm" | "pgd";
   const norm = $<HTMLSelectElement>("text-norm").value as "l2" | "linf";
-  const steps = Number($<HTMLInputElement>("text-steps").value);
+  const steps = attack === "pgd" ? pgdSteps("text-steps") : 1;
+  if (steps === null) return;
   const label = currentText.label ?? Number($("text-predicted").dataset.class);
   const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
   const reply = await ask({
@@ -451,7 +466,7 @@ async function runTextAttack(): Promise<void> {
   const last = reply.points.at(-1)!;
   const flip = reply.points.find((p) => p.margin < 0);
   $("text-attack-out").innerHTML =
-    `at eps ${formatNumber(eps, 3)}: predicted <strong id="text-adv-predicted" data-class="${last.predicted}">${className(last.predicted)}</strong>, margin <span id="text-adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${className(label)}; below 0 = misclassified)` +
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="text-adv-predicted" data-class="${last.predicted}">${className(last.predicted)}</strong>, margin <span id="text-adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${className(label)}${currentText.label === null ? ", the text's clean prediction" : ""}; below 0 = misclassified)` +
     `<br>${flip === undefined ? "not misclassified on this grid" : `misclassified from eps ${formatNumber(flip.eps, 3)} on this grid`}; mean l_2 norm of this text's token embeddings: ${formatNumber(reply.tokenNorm, 3)}`;
   $("text-margins").innerHTML = await renderVegaLite(textMarginSpec(reply.points, norm), "margins");
   status(`attacked in ${reply.seconds.toFixed(1)} s`);

@@ -6,7 +6,8 @@
 // epochs are divided by 3 (rounded up, so 3 -> 1 and an extension to 5 -> 2 still extends),
 // new trainings use at most 64 training and 32 test examples (a --resume or --init run keeps its
 // base's), analyses and attacks at most 2
-// inputs, the study 2 lambdas x 2 seeds of tiny runs, and `npm start` is `attnlip demo --quick`.
+// inputs, the study 2 lambdas x 2 seeds of tiny runs, and `npm start` is `attnlip demo --quick`;
+// an `explore` that would serve the page until Ctrl-C writes it to a folder (--out) instead.
 // Flags, folders and the order of the commands are README's own: a command that names a folder
 // an earlier line did not write, a flag that was renamed, or two runs that `report` refuses to
 // compare fail here. `npm ci` and `npm test` (this suite) are not run; other shell lines (a file
@@ -64,8 +65,10 @@ function shrink(args: string[]): string[] {
     setFlag(out, "--iterations", "10");
     setFlag(out, "--steps", "2");
   }
+  if (command === "explore" && !out.includes("--out")) setFlag(out, "--out", `served-${++served}`);
   return out;
 }
+let served = 0;
 
 test(
   "README's command blocks run in order (shrunk to vit-micro sizes) without an error",

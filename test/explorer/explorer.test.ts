@@ -451,6 +451,47 @@ test(
         "picked Hugging Face folder",
       );
 
+      // The digits stay the bundled model's held-out digits, and the page says so.
+      assert.match(
+        (await page.textContent("#digits-note"))!,
+        /not necessarily from vit-tiny-random's/,
+      );
+      // Bad picks and bad entries: the status line or the playground says what is wrong, and
+      // the loaded model stays.
+      const statusIs = (re: RegExp) =>
+        page.waitForFunction(
+          (source) => new RegExp(source).test(document.getElementById("status")?.textContent ?? ""),
+          re.source,
+          { timeout: 30_000 },
+        );
+      const onlyConfig = join(picked, "..", "only-config");
+      mkdirSync(onlyConfig);
+      writeFileSync(join(onlyConfig, "config.json"), readFileSync(join(hfDir, "config.json")));
+      await page.setInputFiles("#folder", onlyConfig);
+      await statusIs(/^error: only-config: no model\.safetensors; the folder needs/);
+      const notJson = join(picked, "..", "not-json");
+      mkdirSync(notJson);
+      writeFileSync(join(notJson, "config.json"), "{ not json");
+      writeFileSync(
+        join(notJson, "model.safetensors"),
+        readFileSync(join(hfDir, "model.safetensors")),
+      );
+      await page.setInputFiles("#folder", notJson);
+      await statusIs(/^error: not-json: config\.json is not valid JSON \(.+\)$/);
+      assert.equal(await page.textContent("#model-name"), "vit-tiny-random");
+      await page.fill("#steps", "");
+      await page.click("#run-attack");
+      await statusIs(/^error: PGD steps must be a whole number from 1 to 100, got ""$/);
+      await page.fill("#steps", "101");
+      await page.click("#run-attack");
+      await statusIs(/^error: PGD steps must be a whole number from 1 to 100, got "101"$/);
+      await page.fill("#steps", "10");
+      await page.fill("#row", "1,,2");
+      assert.match((await page.textContent("#row-out"))!, /an entry is empty/);
+      await page.fill("#row", "1e309, 0");
+      assert.match((await page.textContent("#row-out"))!, /"1e309" is not a finite number/);
+      await page.fill("#row", "0.5, 0.3, 0.2");
+
       // Other tfjs backends: cpu computes exactly what Node's cpu backend computes. WebGL: the worker loads webgl.js and starts the backend; its
       // numbers are checked in test/browser/core.test.ts (a whole analysis on Chromium's
       // software WebGL compiles many shaders: ~20 s of CPU).
