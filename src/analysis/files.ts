@@ -84,8 +84,9 @@ export function analysisDocument(analysis: Analysis, meta: Record<string, unknow
  * column, true_converged, says whether an estimated true value converged ("true" or
  * "false"; "" for the network's exact value and for values not computed). A variant that has
  * no bound for a layer (dot-product variants on L2 attention) has bound "Infinity", the vacuous
- * bound, which CSV readers such as pandas and R read as infinite (analysis.json writes null and
- * says why in its notes); true and ratio are "" where not finite.
+ * bound, which numeric CSV readers read as infinite (checked with numpy's genfromtxt);
+ * analysis.json writes null there and says why in its notes. true and ratio are "" where not
+ * finite.
  */
 export function analysisCsv(analysis: Analysis): string {
   const rows: (string | number)[][] = [["input", "layer", "head", "variant", "bound", "true", "ratio", "true_converged"]];
