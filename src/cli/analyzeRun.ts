@@ -17,6 +17,7 @@ import { writeAnalysis } from "../analysis/files.ts";
 import { firstInputOf } from "../analysis/firstInput.ts";
 import type { TextTokenizer } from "../data/text/tokenizer.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
+import { refuseInapplicableVariants } from "../lipschitz/applicableVariants.ts";
 
 /** What `attnlip analyze` was asked to do. */
 export interface AnalyzeRun {
@@ -88,6 +89,8 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const kind = modelInputs(model.config.kind, "analyze");
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "analyze");
+    if (run.variants !== undefined)
+      refuseInapplicableVariants(model.config.attention ?? "dot", run.variants, "analyze: --variants");
     if (out !== undefined)
       refuseToReplace([join(out, "analysis.json"), join(out, "analysis.csv")], run.force === true, "analyze", "DIR");
     const request = { who: "analyze", data, trained, imported, seed: run.seed, n: run.n };

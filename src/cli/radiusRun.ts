@@ -12,6 +12,7 @@ import { buildRadiusReport } from "../report/radius.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
+import { refuseInapplicableVariants } from "../lipschitz/applicableVariants.ts";
 
 /** What `attnlip radius` was asked to do (flags parsed). */
 export interface RadiusRun {
@@ -82,6 +83,12 @@ export async function runRadius(run: RadiusRun): Promise<RadiusResult> {
     const kind = modelInputs(model.config.kind, "radius");
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "radius");
+    if (run.variants !== undefined)
+      refuseInapplicableVariants(
+        model.config.attention ?? "dot",
+        run.variants,
+        "radius: --variants",
+      );
     const inputs = await kind
       .load(
         model,

@@ -78,7 +78,7 @@ const badCases: [string, string[], RegExp][] = [
   [
     "an L2 variant on dot-product attention",
     ["--variants", "kim", "--radii", "1", "--lengths", "2"],
-    /radius: blocks\.0\.attn: variant "kim" .* bounds L2 attention only/,
+    /radius: --variants: variant "kim" .* bounds L2 attention only/,
   ],
 ];
 

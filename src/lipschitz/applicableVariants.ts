@@ -1,0 +1,26 @@
+import { InputError } from "../util/errors.ts";
+import { DOT_ONLY_L2_REFUSED } from "./layers/l2Attention.ts";
+import { L2_VARIANTS, refuseL2Variants, type HeadVariant } from "./rules/attentionHead.ts";
+
+/**
+ * Refuses, before any work, bound variants that do not apply to a model's attention: the L2
+ * variants (`kim`, `l2-dist`, `l2-cov`) on dot-product attention, and a list of dot-product
+ * variants only on L2 attention (each of their values would be the vacuous Infinity). The
+ * layers' rules refuse the same when they meet the layer (layers/attention.ts,
+ * layers/l2Attention.ts); this lets a command say so before it loads its data.
+ *
+ * @param attention the model config's attention ("dot" when the config has none).
+ * @param variants the variants asked for.
+ * @param who the start of the message, e.g. "analyze: --variants".
+ * @throws InputError `WHO: ...` with the rule's own reason.
+ * @example refuseInapplicableVariants("l2", ["fused"], "analyze: --variants") // throws
+ */
+export function refuseInapplicableVariants(
+  attention: "dot" | "l2",
+  variants: readonly HeadVariant[],
+  who: string,
+): void {
+  if (attention === "dot") refuseL2Variants(variants, who);
+  else if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
+    throw new InputError(`${who}: ${DOT_ONLY_L2_REFUSED}`);
+}
