@@ -200,11 +200,32 @@ export function parseModelConfig(json: unknown): ModelConfig {
   }
   const result = ModelConfigSchema.safeParse(value);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => {
+  // Absent fields are named together ("missing patchSize, dModel"), not one "expected number,
+  // received undefined" each: a config of another program lacks most of them.
+  const missing: string[] = [];
+  const problems: string[] = [];
+  for (const issue of result.error.issues) {
     const field = issue.path.length > 0 ? issue.path.join(".") : "(root)";
-    return `${field}: ${issue.message}`;
-  });
+    if (
+      issue.code === "invalid_type" &&
+      issue.path.length > 0 &&
+      valueAt(value, issue.path) === undefined
+    )
+      missing.push(field);
+    else problems.push(`${field}: ${issue.message}`);
+  }
+  if (missing.length > 0) problems.unshift(`missing ${missing.join(", ")}`);
   throw new ConfigError(`model config: ${problems.join("; ")}`);
+}
+
+/** The value at a zod issue's path in `root` (undefined where the path leaves it). */
+function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
+  let v = root;
+  for (const key of path) {
+    if (v === null || typeof v !== "object") return undefined;
+    v = (v as Record<PropertyKey, unknown>)[key];
+  }
+  return v;
 }
 
 /**

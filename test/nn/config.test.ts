@@ -88,6 +88,11 @@ test("validation errors name the field", () => {
     [{ ...base, kind: "audio" }, /kind/],
     [{ ...modelPreset("text-tiny"), pooling: "max" }, /pooling/],
     [{ kind: "text", dModel: 8 }, /vocabSize/],
+    // Absent fields named together, a wrong one on its own.
+    [
+      { kind: "vit", imageSize: "x", classes: 10 },
+      /^model config: missing channels, patchSize, dModel, heads, blocks, mlpHidden; imageSize: Invalid input: expected number, received string$/,
+    ],
     ["{not json", /not valid JSON/],
   ];
   for (const [input, pattern] of cases)
