@@ -305,27 +305,31 @@ async function pickBackend(name: ExplorerBackend): Promise<void> {
   if (current !== null) await show(current);
 }
 
-async function pickFolder(files: FileList | null): Promise<void> {
+/** Loads a picked model folder; resolves true when the model loaded. */
+async function pickFolder(files: FileList | null): Promise<boolean> {
   const list = [...(files ?? [])];
   const byName = new Map(list.map((f) => [f.name, f]));
   const folder = list[0]?.webkitRelativePath.split("/")[0] || "your model";
   const config = byName.get("config.json");
   const weights = byName.get("model.safetensors");
-  if (config === undefined || weights === undefined)
-    return status(
+  if (config === undefined || weights === undefined) {
+    status(
       `error: ${folder}: no ${[config === undefined ? "config.json" : "", weights === undefined ? "model.safetensors" : ""].filter((f) => f !== "").join(" and no ")}; the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)`,
     );
+    return false;
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(await config.text());
   } catch (e) {
-    return status(`error: ${folder}: config.json is not valid JSON (${(e as Error).message})`);
+    status(`error: ${folder}: config.json is not valid JSON (${(e as Error).message})`);
+    return false;
   }
-  if (await loadModel(parsed, await weights.arrayBuffer(), folder)) {
-    $("digits-note").textContent =
-      ` (held out from the bundled model's training data, not necessarily from ${folder}'s)`;
-    if (current !== null) await show(current);
-  }
+  if (!(await loadModel(parsed, await weights.arrayBuffer(), folder))) return false;
+  $("digits-note").textContent =
+    ` (held out from the bundled model's training data, not necessarily from ${folder}'s)`;
+  if (current !== null) await show(current);
+  return true;
 }
 
 async function start(): Promise<void> {
@@ -348,10 +352,13 @@ async function start(): Promise<void> {
     "change",
     (e) => void pickBackend((e.target as HTMLSelectElement).value as ExplorerBackend),
   );
-  $<HTMLInputElement>("folder").addEventListener(
-    "change",
-    (e) => void pickFolder((e.target as HTMLInputElement).files),
-  );
+  $<HTMLInputElement>("folder").addEventListener("change", (e) => {
+    const input = e.target as HTMLInputElement;
+    // A folder that did not load is not shown as chosen: the page keeps the model it had.
+    void pickFolder(input.files).then((ok) => {
+      if (!ok) input.value = "";
+    });
+  });
   void updatePlayground(false);
   const [info, config, weights, digitList] = await fetched;
   performance.mark("attnlip:fetched");

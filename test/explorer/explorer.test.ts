@@ -478,6 +478,10 @@ test(
       );
       await page.setInputFiles("#folder", notJson);
       await statusIs(/^error: not-json: config\.json is not valid JSON \(.+\)$/);
+      // A folder that did not load is not left shown as chosen.
+      await page.waitForFunction(
+        () => (document.getElementById("folder") as HTMLInputElement).files?.length === 0,
+      );
       assert.equal(await page.textContent("#model-name"), "vit-tiny-random");
       await page.fill("#steps", "");
       await page.click("#run-attack");
