@@ -314,7 +314,7 @@ async function pickFolder(files: FileList | null): Promise<boolean> {
   const weights = byName.get("model.safetensors");
   if (config === undefined || weights === undefined) {
     status(
-      `error: ${folder}: no ${[config === undefined ? "config.json" : "", weights === undefined ? "model.safetensors" : ""].filter((f) => f !== "").join(" and no ")}; the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)`,
+      `error: ${folder}: no ${config === undefined ? "config.json" : "model.safetensors"}${config === undefined && weights === undefined ? " and no model.safetensors" : ""}; the folder needs config.json and model.safetensors (an attnlip checkpoint or a Hugging Face ViT saved with save_pretrained)`,
     );
     return false;
   }

@@ -1,6 +1,5 @@
-import { InputError } from "../util/errors.ts";
-import { DOT_ONLY_L2_REFUSED } from "./layers/l2Attention.ts";
-import { L2_VARIANTS, refuseL2Variants, type HeadVariant } from "./rules/attentionHead.ts";
+import { refuseDotOnlyVariants } from "./layers/l2Attention.ts";
+import { refuseL2Variants, type HeadVariant } from "./rules/attentionHead.ts";
 
 /**
  * Refuses, before any work, bound variants that do not apply to a model's attention: the L2
@@ -21,6 +20,5 @@ export function refuseInapplicableVariants(
   who: string,
 ): void {
   if (attention === "dot") refuseL2Variants(variants, who);
-  else if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
-    throw new InputError(`${who}: ${DOT_ONLY_L2_REFUSED}`);
+  else refuseDotOnlyVariants(variants, who);
 }

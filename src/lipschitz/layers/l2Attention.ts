@@ -22,6 +22,17 @@ export const DOT_ONLY_L2_REFUSED =
   'the variants asked for bound dot-product attention only, and this layer is L2 attention (their value would be Infinity): ask for "l2-dist", "l2-cov" or "kim" (docs/math.md section 2, "Local bounds of L2 attention")';
 
 /**
+ * Throws {@link DOT_ONLY_L2_REFUSED} when `variants` holds no L2 variant (L2 attention's rule
+ * calls it; so does applicableVariants.ts before a command reads its data).
+ *
+ * @throws InputError `WHO: ...`.
+ */
+export function refuseDotOnlyVariants(variants: readonly string[], who: string): void {
+  if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
+    throw new InputError(`${who}: ${DOT_ONLY_L2_REFUSED}`);
+}
+
+/**
  * Why an L2-attention layer has no value for the dot-product variants: the `note` of its rule's
  * detail, which analyses print beside their tables (one sentence, no final period).
  */
@@ -211,8 +222,7 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
     const variants = layer.options.variants;
     // Only dot-product variants asked: every value would be Infinity; refused like `kim` on
     // dot-product attention.
-    if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
-      throw new InputError(`${layer.name}: ${DOT_ONLY_L2_REFUSED}`);
+    refuseDotOnlyVariants(variants, layer.name);
     const localWanted = L2_LOCAL_VARIANTS.filter((v) => variants.includes(v));
     // The local variants at this input: Q = X W_Q and P in float64 from the traced input.
     const localValues: Partial<Record<string, number>>[] = [];
