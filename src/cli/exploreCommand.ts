@@ -64,6 +64,8 @@ export function exploreCommand(): Command {
         );
         return;
       }
+      // Reading the model and its held-out inputs and bundling the page take a few seconds.
+      console.log("explore: reading the model and bundling the page...");
       const files = await explorerFiles(checkpoint, digits);
       const { url, close } = await serveExplorer(files, host, port);
       console.log(`attnlip explorer at ${url} (Ctrl-C to stop)`);
