@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
+import { issueReason, valueAt } from "../util/zodIssue.ts";
 
 /**
  * Model configurations: zod schemas, inferred types and named presets.
@@ -212,20 +213,10 @@ export function parseModelConfig(json: unknown): ModelConfig {
       valueAt(value, issue.path) === undefined
     )
       missing.push(field);
-    else problems.push(`${field}: ${issue.message}`);
+    else problems.push(`${field}: ${issueReason(issue, value)}`);
   }
   if (missing.length > 0) problems.unshift(`missing ${missing.join(", ")}`);
   throw new ConfigError(`model config: ${problems.join("; ")}`);
-}
-
-/** The value at a zod issue's path in `root` (undefined where the path leaves it). */
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  let v = root;
-  for (const key of path) {
-    if (v === null || typeof v !== "object") return undefined;
-    v = (v as Record<PropertyKey, unknown>)[key];
-  }
-  return v;
 }
 
 /**

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
 import { AttackFileSchema, SplitSchema, type AttackFile } from "../robustness/attackFile.ts";
+import { firstIssue } from "../util/zodIssue.ts";
 
 /**
  * Reading a run folder for the report: analysis.json (required), and whatever else is there
@@ -154,9 +155,7 @@ function validate<T extends z.ZodType>(
 ): z.output<T> {
   const result = schema.safeParse(value);
   if (!result.success) {
-    const issue = result.error.issues[0];
-    const at = issue.path.length > 0 ? issue.path.join(".") : "(root)";
-    throw new InputError(`${path}${where}: ${at}: ${issue.message}`);
+    throw new InputError(`${path}${where}: ${firstIssue(result.error, value)}`);
   }
   return result.data;
 }

@@ -5,6 +5,7 @@ import { readJsonFile } from "./jsonFile.ts";
 import { JASMIN_MAX_LAMBDA, JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
 import { attackNames } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
+import { issueReason } from "../util/zodIssue.ts";
 
 /**
  * A study's grid: which runs exist (data x model x JaSMin lambda x JaSMin norm x reduction x
@@ -164,7 +165,7 @@ export function parseStudyGrid(value: unknown, where: string): StudyGrid {
   const result = StudyGridSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    throw new InputError(`${where}: ${named(issue.path)}: ${issue.message}`);
+    throw new InputError(`${where}: ${named(issue.path)}: ${issueReason(issue, value)}`);
   }
   const grid = result.data;
   const known = attackNames();

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import { DuplicateKeyError, parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
+import { firstIssue } from "../util/zodIssue.ts";
 
 /**
  * The one way the study files (study-grid.json, result.json, committed studies) are read:
@@ -41,8 +42,7 @@ export function readJsonFile(path: string, prefix: string): unknown {
 export function validated<T extends z.ZodType>(schema: T, value: unknown, where: string): z.output<T> {
   const result = schema.safeParse(value);
   if (!result.success) {
-    const issue = result.error.issues[0];
-    throw new InputError(`${where}: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
+    throw new InputError(`${where}: ${firstIssue(result.error, value)}`);
   }
   return result.data;
 }

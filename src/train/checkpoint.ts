@@ -22,6 +22,7 @@ import {
   type FingerprintInput,
   type Fingerprints,
 } from "../data/fingerprints.ts";
+import { firstIssue } from "../util/zodIssue.ts";
 
 /**
  * Training checkpoints: a folder holding
@@ -460,11 +461,9 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     if (e instanceof ConfigError) fail(dir, `config.json: ${e.message}`);
     throw e;
   }
-  const parsed = TrainStateSchema.safeParse(await readJson(dir, "train_state.json"));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    fail(dir, `train_state.json: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
-  }
+  const stateJson = await readJson(dir, "train_state.json");
+  const parsed = TrainStateSchema.safeParse(stateJson);
+  if (!parsed.success) fail(dir, `train_state.json: ${firstIssue(parsed.error, stateJson)}`);
   const trainState = parsed.data;
   const model = createModel(config, trainState.seed);
   try {
@@ -539,11 +538,10 @@ async function readTrainingInputs(
   config: ModelConfig,
   recorded: TrainState["data"]["fingerprints"],
 ): Promise<TrainingInputs> {
-  const parsed = FingerprintFileSchema.safeParse(await readJson(dir, "fingerprints.json"));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    fail(dir, `fingerprints.json: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
-  }
+  const fingerprintsJson = await readJson(dir, "fingerprints.json");
+  const parsed = FingerprintFileSchema.safeParse(fingerprintsJson);
+  if (!parsed.success)
+    fail(dir, `fingerprints.json: ${firstIssue(parsed.error, fingerprintsJson)}`);
   const file = parsed.data;
   const expected: FingerprintInput = config.kind === "text" ? "int32-token-ids" : "float32-pixels";
   if (file.input !== expected)

@@ -94,6 +94,11 @@ test("validation errors name the field", () => {
       /^model config: missing channels, patchSize, dModel, heads, blocks, mlpHidden; imageSize: Invalid input: expected number, received string$/,
     ],
     ["{not json", /not valid JSON/],
+    // A JSON literal beyond float64 (1e999) reads as Infinity: named as such, not "received Infinity".
+    [
+      `{ "kind": "vit", "imageSize": 28, "channels": 1, "patchSize": 7, "dModel": 1e999, "heads": 2, "blocks": 1, "mlpHidden": 8, "classes": 10 }`,
+      /^model config: dModel: expected a finite number, got Infinity \(a JSON number beyond about 1\.8e308 reads as Infinity\)$/,
+    ],
   ];
   for (const [input, pattern] of cases)
     assert.throws(

@@ -46,5 +46,9 @@ test("a bad grid is refused naming the field: unknown attack, repeated value, wr
   assert.throws(() => parseStudyGrid({ lambdas: [1e7] }, "study"), /study: lambdas\.0 \(--lambdas\): must be at most 1000000 \(beyond it/);
   assert.throws(() => parseStudyGrid({ train: { epoch: 3 } }, "study"), /study: train: .*epoch/);
   assert.throws(() => parseStudyGrid({ seeds: "0,1" }, "study"), /study: seeds \(--seeds\): Invalid input: expected array/);
+  assert.throws(
+    () => parseStudyGrid(JSON.parse('{ "lambdas": [0, 1e999] }'), "study"),
+    /study: lambdas\.1 \(--lambdas\): expected a finite number, got Infinity \(a JSON number beyond about 1\.8e308 reads as Infinity\)$/,
+  );
   assert.throws(() => expandGrid(parseStudyGrid({ data: ["csv:a b.csv", "csv:a_b.csv"] }, "t")), /two runs of the grid would share the folder/);
 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { InputError } from "../../util/errors.ts";
 import { sliceCodePoints } from "./truncate.ts";
+import { firstIssue } from "../../util/zodIssue.ts";
 
 /**
  * A word-level tokenizer with a vocabulary built from training texts.
@@ -218,8 +219,7 @@ export class WordTokenizer implements TextTokenizer {
   static fromJSON(json: unknown): WordTokenizer {
     const parsed = TokenizerJsonSchema.safeParse(json);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new InputError(`tokenizer.json: ${issue.path.join(".") || "(root)"}: ${issue.message}`);
+      throw new InputError(`tokenizer.json: ${firstIssue(parsed.error, json)}`);
     }
     return new WordTokenizer(parsed.data.vocab, parsed.data.maxLength);
   }
