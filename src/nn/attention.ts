@@ -75,13 +75,15 @@ export function multiHeadAttention(
   const dk = d / heads;
   const hasQkvBias = p.bq !== undefined && p.bk !== undefined && p.bv !== undefined;
   return tf.tidy(() => {
-    const w = tf.concat([p.wq, p.wk, p.wv], 1);
-    const bias = hasQkvBias
-      ? tf.concat([p.bq as tf.Tensor, p.bk as tf.Tensor, p.bv as tf.Tensor], 0)
-      : undefined;
-    const qkv = linear(tf.reshape(x, [b * n, d]), w, bias);
-    const split = tf.transpose(tf.reshape(qkv, [b, n, 3 * heads, dk]), [0, 2, 1, 3]);
-    const [q, k, v] = tf.split(split, 3, 1);
+    // Three projections, not one with concatenated weights and a split: tfjs's wasm slice
+    // copies its whole input for each part, so the split cost more than the matmuls it saved
+    // (docs/performance.md, "Where a training step's time goes").
+    const flat = tf.reshape(x, [b * n, d]);
+    const project = (w: tf.Tensor, bias: tf.Tensor | undefined): tf.Tensor =>
+      tf.transpose(tf.reshape(linear(flat, w, bias), [b, n, heads, dk]), [0, 2, 1, 3]);
+    const q = project(p.wq, hasQkvBias ? p.bq : undefined);
+    const k = project(p.wk, hasQkvBias ? p.bk : undefined);
+    const v = project(p.wv, hasQkvBias ? p.bv : undefined);
     let scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
     if (allowed !== null) scores = tf.add(scores, maskOffset(allowed));
     let probs = tf.softmax(scores, -1);

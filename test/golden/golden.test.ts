@@ -12,7 +12,8 @@ const NOISY = new Set(["residual", "relativeChange"]);
 
 function compare(got: unknown, want: unknown, path: string, diffs: string[]): void {
   if (diffs.length > 20) return;
-  const key = path.slice(path.lastIndexOf(".") + 1);
+  // The field's name, without an array index: "residual[3]" is a residual.
+  const key = path.slice(path.lastIndexOf(".") + 1).replace(/\[\d+\]$/, "");
   if (typeof want === "number" && typeof got === "number") {
     if (NOISY.has(key)) return;
     if (key === "iterations" || /iterations\[\d+\]$/.test(path)) {
