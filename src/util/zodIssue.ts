@@ -7,7 +7,8 @@ import type { z } from "zod";
  *
  * zod's own wording is kept except for a non-finite number: JSON.parse reads a literal beyond
  * about 1.8e308 (`1e999`) as Infinity, which zod reports as "expected number, received
- * Infinity"; the number that was written is then named.
+ * Infinity"; the message then says that a finite number was expected and why the file's
+ * number became Infinity.
  */
 
 /** The value at `path` inside `root`, or undefined when the path leaves the document. */
