@@ -90,7 +90,7 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "analyze");
     if (run.variants !== undefined)
-      refuseInapplicableVariants(model.config.attention ?? "dot", run.variants, "analyze: --variants");
+      refuseInapplicableVariants(model.config.attention, run.variants, "analyze: --variants");
     if (out !== undefined)
       refuseToReplace([join(out, "analysis.json"), join(out, "analysis.csv")], run.force === true, "analyze", "DIR");
     const request = { who: "analyze", data, trained, imported, seed: run.seed, n: run.n };

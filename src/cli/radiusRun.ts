@@ -84,11 +84,7 @@ export async function runRadius(run: RadiusRun): Promise<RadiusResult> {
     const data = run.data ?? trained?.spec ?? kind.defaultData;
     checkDataTask(kind, data, "radius");
     if (run.variants !== undefined)
-      refuseInapplicableVariants(
-        model.config.attention ?? "dot",
-        run.variants,
-        "radius: --variants",
-      );
+      refuseInapplicableVariants(model.config.attention, run.variants, "radius: --variants");
     const inputs = await kind
       .load(
         model,

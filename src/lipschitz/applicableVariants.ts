@@ -8,17 +8,17 @@ import { refuseL2Variants, type HeadVariant } from "./rules/attentionHead.ts";
  * layers' rules refuse the same when they meet the layer (layers/attention.ts,
  * layers/l2Attention.ts); this lets a command say so before it loads its data.
  *
- * @param attention the model config's attention ("dot" when the config has none).
+ * @param attention the model config's attention (absent: dot-product).
  * @param variants the variants asked for.
  * @param who the start of the message, e.g. "analyze: --variants".
  * @throws InputError `WHO: ...` with the rule's own reason.
  * @example refuseInapplicableVariants("l2", ["fused"], "analyze: --variants") // throws
  */
 export function refuseInapplicableVariants(
-  attention: "dot" | "l2",
+  attention: "dot" | "l2" | undefined,
   variants: readonly HeadVariant[],
   who: string,
 ): void {
-  if (attention === "dot") refuseL2Variants(variants, who);
-  else refuseDotOnlyVariants(variants, who);
+  if (attention === "l2") refuseDotOnlyVariants(variants, who);
+  else refuseL2Variants(variants, who);
 }
