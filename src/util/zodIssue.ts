@@ -8,7 +8,8 @@ import type { z } from "zod";
  * zod's own wording is kept except for a non-finite number: JSON.parse reads a literal beyond
  * about 1.8e308 (`1e999`) as Infinity, which zod reports as "expected number, received
  * Infinity"; the message then says that a finite number was expected and why the file's
- * number became Infinity.
+ * number became Infinity. And a list written as a string ("0,1", as a flag takes it) is told
+ * how JSON writes a list.
  */
 
 /** The value at `path` inside `root`, or undefined when the path leaves the document. */
@@ -34,6 +35,9 @@ export function issueReason(issue: z.ZodError["issues"][number], root: unknown):
   const value = valueAt(root, issue.path);
   if (issue.code === "invalid_type" && typeof value === "number" && !Number.isFinite(value))
     return `expected a finite number, got ${value}${Number.isNaN(value) ? "" : " (a JSON number beyond about 1.8e308 reads as Infinity)"}`;
+  // A list written as a flag would take it ("0,1"): say how a JSON file writes it.
+  if (issue.code === "invalid_type" && issue.expected === "array" && typeof value === "string")
+    return `expected a JSON array such as [0, 1], got the string ${JSON.stringify(value)}`;
   return issue.message;
 }
 

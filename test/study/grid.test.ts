@@ -45,7 +45,7 @@ test("a bad grid is refused naming the field: unknown attack, repeated value, wr
   assert.throws(() => parseStudyGrid({ lambdas: [-1] }, "study"), /study: lambdas\.0 \(--lambdas\): must be >= 0/);
   assert.throws(() => parseStudyGrid({ lambdas: [1e7] }, "study"), /study: lambdas\.0 \(--lambdas\): must be at most 1000000 \(beyond it/);
   assert.throws(() => parseStudyGrid({ train: { epoch: 3 } }, "study"), /study: train: .*epoch/);
-  assert.throws(() => parseStudyGrid({ seeds: "0,1" }, "study"), /study: seeds \(--seeds\): Invalid input: expected array/);
+  assert.throws(() => parseStudyGrid({ seeds: "0,1" }, "study"), /study: seeds \(--seeds\): expected a JSON array such as \[0, 1\], got the string "0,1"/);
   assert.throws(
     () => parseStudyGrid(JSON.parse('{ "lambdas": [0, 1e999] }'), "study"),
     /study: lambdas\.1 \(--lambdas\): expected a finite number, got Infinity \(a JSON number beyond about 1\.8e308 reads as Infinity\)$/,
