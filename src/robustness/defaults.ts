@@ -17,7 +17,8 @@ export interface DefaultRadii {
    * Chosen so that a text-tiny trained for one epoch on the SpamAssassin corpus keeps part of
    * its accuracy under APGD (500 held-out messages, docs/results/study-spam.md): l_inf 0.001,
    * 0.002 and 0.005 left it about 95%, 90% and 22% robust accuracy, l_2 0.1 and 0.25 about 87%
-   * and 19%; l_2 0.5 and l_inf 0.01 broke almost every input.
+   * and 19%. An earlier, smaller study found that l_2 0.5 and l_inf 0.01 broke almost every
+   * input.
    */
   text: Record<DefaultNorm, number[]>;
 }
