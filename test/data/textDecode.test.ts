@@ -123,10 +123,12 @@ test("a message without headers is read as a body after headers is: references d
   );
 });
 
-test("embedded messages (forwarded, attached) give their subject, sender and text", async () => {
+// An embedded message marked as an attachment is dropped like any attachment
+// (textAttachments.test.ts).
+test("embedded messages (forwarded inline) give their subject, sender and text", async () => {
   const raw =
     'Subject: fwd\nContent-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nsee below\n' +
-    "--b\nContent-Type: message/rfc822\nContent-Disposition: attachment\n\nSubject: inner\nFrom: x@y.z\n\ninner body\n--b--\n";
+    "--b\nContent-Type: message/rfc822\n\nSubject: inner\nFrom: x@y.z\n\ninner body\n--b--\n";
   assert.equal((await decodeEmail(raw)).body, "see below\ninner\nx@y.z\ninner body");
 });
 

@@ -16,6 +16,10 @@ import { decodeBytes, isUtf8, resolveCharset, type Charset } from "./charset.ts"
  *   under mailparser;
  * - RFC 2047 encoded words in Subject and From (adjacent words joined before decoding, so a
  *   character split across two words survives): libmime;
+ * - attachments: a part with Content-Disposition: attachment (or another type than inline, as
+ *   RFC 2183 asks), or without a disposition but with a file name (name= on Content-Type, as
+ *   enmime and mail clients read it), is a file that came with the message, not its text, even
+ *   when it is text/plain or text/csv; mailsplit parses both headers (RFC 2231 included);
  * - transfer encodings: libqp (quoted-printable, soft line breaks with trailing white space)
  *   and libbase64;
  * - character sets: iconv-lite through ./charset.ts (Windows-1252 for Latin-1 and ASCII
@@ -45,8 +49,11 @@ export interface DecodedMessage {
   /** The From header, encoded words decoded ("" when absent). */
   from: string;
   /**
-   * The readable body: every text/* (and non-rfc822 message/*) part in message order, HTML
-   * reduced to its text, joined by newlines; attachments of other types are dropped.
+   * The readable body: every text/* (and non-rfc822 message/*) part that is not an attachment,
+   * and the text of embedded messages that are not attachments, in message order, HTML reduced
+   * to its text, joined by newlines. Attachments (Content-Disposition other than inline, or a
+   * file name without a disposition) are dropped whatever their type: a CSV or text file sent
+   * with the message is not its text.
    */
   body: string;
 }
@@ -155,8 +162,29 @@ async function splitMessage(
 }
 
 /**
- * The text of one leaf part, or null when it is not text (images, applications, ...); an
- * embedded message/rfc822 part gives its subject, sender and body, `depth` levels deep.
+ * Whether a MIME part is an attachment (a file sent with the message) rather than part of the
+ * message's text, from the headers mailsplit parsed (Content-Disposition and Content-Type with
+ * their RFC 2231 parameters): a disposition other than inline ("attachment", or an unknown type,
+ * which RFC 2183 says to treat as attachment), or no disposition and a file name (Content-Type
+ * name=, as enmime reads it). An inline part counts as text even when it has a file name. A part
+ * inside an attached multipart (other than the message's root) is an attachment too.
+ *
+ * @param node a node from mailsplit's Splitter.
+ * @example isAttachment(node) // true for a part headed only "Content-Type: text/plain; name=test.csv"
+ */
+function isAttachment(node: MimeNode): boolean {
+  const marked = (n: MimeNode): boolean =>
+    n.disposition !== false ? n.disposition !== "inline" : n.filename !== false;
+  if (marked(node)) return true;
+  for (let n = node.parentNode; n !== false && !n.root; n = n.parentNode)
+    if (marked(n as MimeNode)) return true;
+  return false;
+}
+
+/**
+ * The text of one leaf part, or null when it is not text (images, applications, ...) or an
+ * attachment; an embedded message/rfc822 part gives its subject, sender and body, `depth`
+ * levels deep.
  *
  * `alreadyText`: the message came as a string, so bytes outside a transfer encoding are the
  * UTF-8 of text already decoded (the corpus package stores messages so); only base64 and
@@ -169,6 +197,7 @@ async function partText(
   depth: number,
 ): Promise<string | null> {
   const { node } = part;
+  if (isAttachment(node)) return null;
   const type = (node.contentType || "text/plain").toLowerCase();
   if (node.rfc822) {
     // An embedded (forwarded, bounced) message: its own subject, sender and text.
@@ -250,8 +279,9 @@ function headerText(root: MimeNode, key: string, alreadyText: boolean): string {
  * tree walked, base64 and quoted-printable parts decoded in their charset (Latin-1 and ASCII
  * labels read as Windows-1252; no, unknown or UTF-8 labels: UTF-8, else Windows-1252), HTML
  * (and untyped parts that open with an HTML tag) reduced to text, character references
- * decoded, parts of other types dropped, control characters (C0 except tab and line breaks,
- * C1) replaced by spaces. A message without a header block is all body, read as an untyped
+ * decoded, parts of other types and attachments (Content-Disposition other than inline, or a
+ * file name without a disposition; see isAttachment) dropped, control characters (C0 except
+ * tab and line breaks, C1) replaced by spaces. A message without a header block is all body, read as an untyped
  * body after headers is (HTML sniffed and reduced, character references decoded).
  *
  * @param raw the message: bytes, or a string whose non-ASCII characters are already decoded
