@@ -1,6 +1,7 @@
 import { tf } from "../backend.ts";
 import { crossEntropy } from "../train/loss.ts";
 import {
+  checkLogitRows,
   predictClasses,
   reportZeroGradient,
   zeroGradientRows,
@@ -32,6 +33,10 @@ export type LossPointFn = (x: tf.Tensor) => LossPoint;
  * @param logitsFn inputs -> logits [b, C], inference mode.
  * @param labels int32 [b] (kept by the caller).
  * @param mask zeroes the gradient entries that must not move (an input space's mask), or absent.
+ * A logit of -inf (a class the model rules out) is allowed: its loss stays finite (+inf when
+ * it is the true class) and the gradient finite.
+ * @throws InputError (from the returned function) when a row of logits holds NaN or +inf or
+ *   is -inf for every class ({@link checkLogitRows}).
  * @example const at = lossPoints(inferenceLogits(model), labels)(x); at.grad.dispose();
  */
 export function lossPoints(
@@ -43,18 +48,28 @@ export function lossPoints(
   return (x) => {
     let perExample: tf.Tensor | null = null;
     let predicted: tf.Tensor | null = null;
+    let kept: tf.Tensor | null = null;
     const { value, grad } = tf.valueAndGrad((z: tf.Tensor) => {
       const logits = logitsFn(z);
+      kept = tf.keep(logits);
       const per = crossEntropy(logits, labels, "none", "apgd");
       perExample = tf.keep(per);
       predicted = tf.keep(tf.argMax(logits, 1));
       return tf.sum(per) as tf.Scalar;
     })(x);
     value.dispose();
+    const logits = kept as unknown as tf.Tensor;
     const loss = Float32Array.from((perExample as unknown as tf.Tensor).dataSync());
     const pred = (predicted as unknown as tf.Tensor).dataSync();
+    const values = logits.dataSync();
     const correct = Uint8Array.from(pred, (p, i) => (p === truth[i] ? 1 : 0));
-    tf.dispose([perExample as unknown as tf.Tensor, predicted as unknown as tf.Tensor]);
+    tf.dispose([perExample as unknown as tf.Tensor, predicted as unknown as tf.Tensor, logits]);
+    try {
+      checkLogitRows(values, logits.shape[1] as number);
+    } catch (e) {
+      grad.dispose();
+      throw e;
+    }
     if (mask === undefined || mask === null) return { loss, correct, grad };
     const masked = tf.tidy(() => mask(grad));
     grad.dispose();
@@ -93,7 +108,13 @@ const RHO = 0.75;
 function pick(flags: ArrayLike<number>, a: tf.Tensor, b: tf.Tensor): tf.Tensor {
   return tf.tidy(() => {
     const shape = [flags.length, ...a.shape.slice(1).map(() => 1)];
-    const condition = tf.reshape(tf.tensor1d(Array.from(flags, (f) => f !== 0), "bool"), shape);
+    const condition = tf.reshape(
+      tf.tensor1d(
+        Array.from(flags, (f) => f !== 0),
+        "bool",
+      ),
+      shape,
+    );
     return tf.where(tf.broadcastTo(condition, a.shape), a, b);
   });
 }
@@ -102,7 +123,10 @@ function pick(flags: ArrayLike<number>, a: tf.Tensor, b: tf.Tensor): tf.Tensor {
 function ascent(x: tf.Tensor, g: tf.Tensor, eta: Float64Array, norm: AttackNorm): tf.Tensor {
   return tf.tidy(() => {
     const b = x.shape[0] as number;
-    const etaT = tf.reshape(tf.tensor1d(Float32Array.from(eta)), [b, ...x.shape.slice(1).map(() => 1)]);
+    const etaT = tf.reshape(tf.tensor1d(Float32Array.from(eta)), [
+      b,
+      ...x.shape.slice(1).map(() => 1),
+    ]);
     return tf.add(x, tf.mul(etaT, norm === "linf" ? tf.sign(g) : unitDirection(g).direction));
   });
 }
@@ -139,15 +163,28 @@ export interface ApgdOptions {
  *   else the iterate of highest loss; x's shape, inside the ball and the clip range (caller
  *   disposes).
  */
-export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSettings, options: ApgdOptions = {}): tf.Tensor {
+export function apgdWithLoss(
+  at: LossPointFn,
+  x: tf.Tensor,
+  s: ResolvedAttackSettings,
+  options: ApgdOptions = {},
+): tf.Tensor {
   const b = x.shape[0] as number;
   const { eps, norm, clip } = s;
   const zero = new Uint8Array(b);
   const checkpoints = new Set(apgdCheckpoints(s.steps));
   const eta = new Float64Array(b).fill(2 * eps);
   const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
-  let current = s.randomStart ? randomStartPoint(x, norm, eps, s.seed, clip, options.maskStart) : tf.clone(x);
-  const first = at(current);
+  let current = s.randomStart
+    ? randomStartPoint(x, norm, eps, s.seed, clip, options.maskStart)
+    : tf.clone(x);
+  let first: LossPoint;
+  try {
+    first = at(current);
+  } catch (e) {
+    current.dispose();
+    throw e;
+  }
   let g = first.grad;
   zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
   let previous = tf.clone(current);
@@ -168,7 +205,13 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
         k === 0
           ? z
           : tf.tidy(() => {
-              const moved = tf.add(current, tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))));
+              const moved = tf.add(
+                current,
+                tf.add(
+                  tf.mul(ALPHA, tf.sub(z, current)),
+                  tf.mul(1 - ALPHA, tf.sub(current, previous)),
+                ),
+              );
               return projectClip(moved, x, eps, norm, clip);
             });
       if (next !== z) z.dispose();
@@ -214,7 +257,13 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
         g = swap(g, pick(restart, bestGrad, g));
       }
     }
-    reportZeroGradient(zero, "apgd", norm, `at one or more of its ${s.steps + 1} iterates`, options);
+    reportZeroGradient(
+      zero,
+      "apgd",
+      norm,
+      `at one or more of its ${s.steps + 1} iterates`,
+      options,
+    );
     return pick(found, adversarial, best);
   } finally {
     tf.dispose([current, previous, best, bestGrad, adversarial, g]);
@@ -230,7 +279,8 @@ export function apgdWithLoss(at: LossPointFn, x: tf.Tensor, s: ResolvedAttackSet
  * all runs and reported once.
  *
  * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
- * @throws InputError when the model's logits are not finite (from predictClasses).
+ * @throws InputError when a row of the model's logits holds NaN or +inf or is -inf for every
+ *   class (checkLogitRows; a -inf logit alone is a masked class and allowed).
  * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1, restarts: 3 }, "me"), who: "apgd" })
  */
 export function apgdIn(context: AttackContext): tf.Tensor {
@@ -244,7 +294,8 @@ export function apgdIn(context: AttackContext): tf.Tensor {
   };
   let result = apgdWithLoss(at, batch.x, settings, quiet);
   const truth = labels.dataSync();
-  const broken = (t: tf.Tensor) => Uint8Array.from(predictClasses(batch.logits, t), (p, i) => (p === truth[i] ? 0 : 1));
+  const broken = (t: tf.Tensor) =>
+    Uint8Array.from(predictClasses(batch.logits, t), (p, i) => (p === truth[i] ? 0 : 1));
   try {
     // Which inputs the result breaks so far: read once, then updated with each run's gains.
     const done = settings.restarts > 1 ? broken(result) : null;
@@ -259,7 +310,10 @@ export function apgdIn(context: AttackContext): tf.Tensor {
       result = merged;
       take.forEach((t, i) => (done[i] |= t));
     }
-    const where = settings.restarts > 1 ? `at one or more iterates of its ${settings.restarts} runs` : `at one or more of its ${settings.steps + 1} iterates`;
+    const where =
+      settings.restarts > 1
+        ? `at one or more iterates of its ${settings.restarts} runs`
+        : `at one or more of its ${settings.steps + 1} iterates`;
     reportZeroGradient(zero, context.who, settings.norm, where, context);
   } catch (e) {
     result.dispose();
@@ -293,7 +347,10 @@ export const APGD_ATTACK: AttackSpec = {
   summary: "Auto-PGD (Croce and Hein 2020): adaptive step size with momentum, the best iterate",
   options: {
     steps: { default: ATTACK_DEFAULTS.steps, help: "steps per run (one more gradient evaluation)" },
-    randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
+    randomStart: {
+      default: ATTACK_DEFAULTS.randomStart,
+      help: "start from a random point of the ball",
+    },
     restarts: { default: ATTACK_DEFAULTS.restarts, help: "runs from new random starts" },
     seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
   },

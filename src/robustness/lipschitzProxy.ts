@@ -1,7 +1,7 @@
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { imageSpace, type InputSpace } from "./inputSpace.ts";
-import { labelTensor, type Labels } from "./loss.ts";
+import { checkLogitRows, labelTensor, type Labels } from "./loss.ts";
 
 /** Options of {@link lipschitzProxy}. */
 export interface LipschitzProxyOptions {
@@ -32,7 +32,10 @@ export interface LipschitzProxy {
  * L-Lipschitz). L is measured at the point only, so r is the certified radius of the local
  * linearisation: a PROXY, not a certificate (a real attack may succeed inside it).
  * Misclassified examples (margin <= 0) get radius 0 and are counted in `misclassified`.
- * A margin > 0 with L = 0 (a locally constant network) gives Infinity.
+ * A margin > 0 with L = 0 (a locally constant network) gives Infinity. A logit of -Infinity
+ * (a class the model rules out) is allowed: that class never sets the margin, a row whose only
+ * live class is the true one has margin and radius Infinity, and a true class at -Infinity is
+ * misclassified (margin -Infinity, radius 0); NaN, +Infinity or an all -Infinity row is refused.
  *
  * This is {@link lipschitzProxyIn} on {@link imageSpace} (inputs in [0, 1]).
  *
@@ -42,7 +45,7 @@ export interface LipschitzProxy {
  * @returns per-example radii (l_2, input units), margins and L; leaves numTensors unchanged.
  * @throws RangeError on labels of the wrong length or range, inputs outside [0, 1], a bad
  *   batch size, or a non-ViT model (networkLipschitz's input space is the image here);
- *   TypeError on non-float32 inputs.
+ *   TypeError on non-float32 inputs; InputError on logits that define no class distribution.
  * @example lipschitzProxy(model, images, labels).radii // Float64Array [n]
  */
 export function lipschitzProxy(
@@ -102,7 +105,14 @@ export function lipschitzProxyIn(
 
 /**
  * Writes margin = logit of the true class - largest other logit for `size` rows of a
- * row-major [size, classes] logits array into margins[start ..].
+ * row-major [size, classes] logits array into margins[start ..]. A logit of -Infinity (a class
+ * the model rules out) is allowed: when every other class is -Infinity the margin is +Infinity
+ * (no perturbation can change the prediction), and when the true class is -Infinity it is
+ * -Infinity (misclassified); never NaN.
+ *
+ * @throws InputError when a row holds NaN or +Infinity or is -Infinity for every class
+ *   (checkLogitRows).
+ * @example writeMargins([2, -Infinity, 0], 3, [0], 0, 1, m) // m[0] = 2
  */
 export function writeMargins(
   logits: ArrayLike<number>,
@@ -112,6 +122,7 @@ export function writeMargins(
   size: number,
   margins: Float64Array,
 ): void {
+  checkLogitRows(logits, classes, size);
   for (let i = 0; i < size; i++) {
     const t = truth[start + i];
     let other = -Infinity;

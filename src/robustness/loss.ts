@@ -102,12 +102,35 @@ export function crossEntropySum(logits: tf.Tensor, labels: tf.Tensor): tf.Scalar
  * The gradient of the summed cross-entropy on the true labels with respect to the inputs,
  * model in inference mode: row i is d CE(f(x_i), y_i) / d x_i (independent of the batch).
  *
+ * A logit of -inf (a class the model rules out) is allowed: the gradient stays finite (d CE / d z
+ * = softmax - onehot, 0 at that class). Each call reads the logits [b, C] back once and refuses
+ * a row that defines no class distribution ({@link checkLogitRows}), so an attack never steps
+ * along a NaN gradient.
+ *
  * @param labels int32 [b] (kept: the returned function uses it on each call).
  * @returns x -> float32 gradient with x's shape (a new tensor per call).
+ * @throws InputError (from the returned function) on a row of logits with a NaN or +inf entry,
+ *   or with every entry -inf.
  */
 export function crossEntropyGradient(logitsFn: LogitsFn, labels: tf.Tensor): GradientFn {
-  const g = tf.grad((z: tf.Tensor) => crossEntropySum(logitsFn(z), labels));
-  return (x) => g(x);
+  return (x) => {
+    let logits: tf.Tensor | null = null;
+    const g = tf.grad((z: tf.Tensor) => {
+      const l = logitsFn(z);
+      logits = tf.keep(l);
+      return crossEntropySum(l, labels);
+    })(x);
+    const kept = logits as unknown as tf.Tensor;
+    try {
+      checkLogitRows(kept.dataSync(), kept.shape[1] as number);
+    } catch (e) {
+      g.dispose();
+      throw e;
+    } finally {
+      kept.dispose();
+    }
+    return g;
+  };
 }
 
 /**
@@ -160,22 +183,77 @@ export function reportZeroGradient(
 }
 
 /**
- * Predicted classes (argmax of the logits, inference mode).
+ * Why one row of logits defines no class distribution, or null when it does. -Infinity is a
+ * valid logit (a class the model rules out: probability 0, as {@link crossEntropy} takes it),
+ * so a row is refused only when an entry is NaN or +Infinity (softmax is then NaN), or when
+ * every entry is -Infinity (no class is left).
+ *
+ * @param logits row-major values [rows, classes] (e.g. a float32 tensor's dataSync()).
+ * @param classes C >= 1; @param row the row to check.
+ * @returns "holds NaN", "holds +Infinity", "is -Infinity for every class", or null.
+ * @example logitRowProblem([-Infinity, 0, 2], 3, 0) // null
+ * @example logitRowProblem([-Infinity, -Infinity], 2, 0) // "is -Infinity for every class"
+ */
+export function logitRowProblem(
+  logits: ArrayLike<number>,
+  classes: number,
+  row: number,
+): string | null {
+  let live = false;
+  for (let k = row * classes; k < (row + 1) * classes; k++) {
+    const v = logits[k];
+    if (Number.isNaN(v)) return "holds NaN";
+    if (v === Infinity) return "holds +Infinity";
+    if (v !== -Infinity) live = true;
+  }
+  return live ? null : "is -Infinity for every class";
+}
+
+/**
+ * Checks every row of logits [rows, classes] with {@link logitRowProblem}: -Infinity is allowed
+ * (a masked class), NaN, +Infinity and an all -Infinity row are not.
+ *
+ * @param logits row-major values; @param classes C >= 1; @param rows rows to check [all].
+ * @throws InputError naming the first bad row, e.g. "model: its logits are not a class
+ *   distribution: row 2 of 4 holds NaN; ...".
+ * @example checkLogitRows([0, -Infinity, 1, 2], 2) // passes: row 0 rules class 1 out
+ */
+export function checkLogitRows(
+  logits: ArrayLike<number>,
+  classes: number,
+  rows = Math.floor(logits.length / Math.max(1, classes)),
+): void {
+  for (let i = 0; i < rows; i++) {
+    const problem = logitRowProblem(logits, classes, i);
+    if (problem !== null)
+      throw new InputError(
+        `model: its logits are not a class distribution: row ${i} of ${rows} ${problem}; ` +
+          "the weights are broken or overflow (a diverged training run?), or the inputs hold NaN " +
+          "(-Infinity alone is allowed: a class the model rules out)",
+      );
+  }
+}
+
+/**
+ * Predicted classes (argmax of the logits, inference mode). A logit of -Infinity is allowed: that
+ * class (ruled out by the model) is never predicted, since a valid row has a larger entry.
  *
  * @param x inputs [b, ...] as the model takes them.
  * @returns Int32Array [b].
- * @throws InputError when any logit is NaN or infinite (a broken or diverged model).
+ * @throws InputError when a row of logits has a NaN or +Infinity entry or is -Infinity for
+ *   every class ({@link checkLogitRows}): a broken or diverged model gets no accuracy.
+ * @example predictClasses(inferenceLogits(model), images) // Int32Array [b]
  */
 export function predictClasses(logitsFn: LogitsFn, x: tf.Tensor): Int32Array {
-  const [classes, finite] = tf.tidy(() => {
-    const logits = logitsFn(x);
-    return [tf.argMax(logits, 1), tf.all(tf.isFinite(logits))];
+  const [logits, classes] = tf.tidy(() => {
+    const z = logitsFn(x);
+    return [z, tf.argMax(z, 1)];
   });
+  const values = logits.dataSync();
+  const c = logits.shape[1] as number;
   const out = Int32Array.from(classes.dataSync());
-  const ok = finite.dataSync()[0] === 1;
-  tf.dispose([classes, finite]);
+  tf.dispose([logits, classes]);
   // argMax of NaN logits is a silent class 0: a broken model must not get an accuracy.
-  if (!ok)
-    throw new InputError("model: its logits are not finite: the weights are broken or overflow (a diverged training run?)");
+  checkLogitRows(values, c);
   return out;
 }

@@ -95,11 +95,13 @@ export function pgdWithGradient(
   const startFn = o.norm === "linf" ? pgdStartLinf : pgdStartL2;
   let current: tf.Tensor;
   if (options.start !== undefined) current = startFn(x, options.start, o.eps, o.clip);
-  else if (o.randomStart) current = randomStartPoint(x, o.norm, o.eps, o.seed, o.clip, options.maskStart);
+  else if (o.randomStart)
+    current = randomStartPoint(x, o.norm, o.eps, o.seed, o.clip, options.maskStart);
   else current = tf.clone(x);
   for (let k = 0; k < o.steps; k++) {
-    const g = gradient(current);
+    let g: tf.Tensor | null = null;
     try {
+      g = gradient(current);
       zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
       const next =
         o.norm === "linf"
@@ -111,7 +113,7 @@ export function pgdWithGradient(
       current.dispose();
       throw e;
     } finally {
-      g.dispose();
+      g?.dispose();
     }
   }
   try {
@@ -195,7 +197,10 @@ export const PGD_ATTACK: AttackSpec = {
   options: {
     steps: { default: ATTACK_DEFAULTS.steps, help: "ascent steps" },
     stepSize: { default: ATTACK_DEFAULTS.stepSize, help: "step size (null: 2.5 * eps / steps)" },
-    randomStart: { default: ATTACK_DEFAULTS.randomStart, help: "start from a random point of the ball" },
+    randomStart: {
+      default: ATTACK_DEFAULTS.randomStart,
+      help: "start from a random point of the ball",
+    },
     seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
   },
   run: pgdIn,

@@ -21,7 +21,9 @@ export function resolveAttacks(
   who: string,
 ): AttackName[] {
   const asked: readonly AttackName[] =
-    typeof options.attack === "string" ? [options.attack] : (options.attack ?? ATTACK_DEFAULTS.attacks);
+    typeof options.attack === "string"
+      ? [options.attack]
+      : (options.attack ?? ATTACK_DEFAULTS.attacks);
   const attacks = [...new Set(asked)];
   const known = attackNames();
   if (attacks.length === 0 || !attacks.every((a) => known.includes(a)))
@@ -80,7 +82,8 @@ export class AttackTally {
    * an exactly zero gradient for.
    *
    * @param start index of the batch's first example; labels and cleanPredicted [size].
-   * @param predict classes of a batch of adversarial inputs (throws on non-finite logits).
+   * @param predict classes of a batch of adversarial inputs (throws on logits that define no
+   *   class distribution: NaN, +inf or a row all -inf; a -inf logit alone is allowed).
    * @param attack adversarial inputs for (attack name, eps index, eps); disposed here. It
    *   passes `onZeroGradient` on to the attack, which calls it with its flags [size].
    */
@@ -103,7 +106,9 @@ export class AttackTally {
     this.eps.forEach((eps, e) => {
       if (eps === 0) return; // x_adv = x: success stays 0, robust = clean
       for (const name of this.attacks) {
-        const adv = attack(name, e, eps, (zero) => this.zeroGradient[e].get(name)!.set(zero, start));
+        const adv = attack(name, e, eps, (zero) =>
+          this.zeroGradient[e].get(name)!.set(zero, start),
+        );
         let predicted: Int32Array;
         try {
           predicted = predict(adv);

@@ -22,7 +22,7 @@ export type CrossEntropyReduction = "none" | "sum" | "mean";
  * probability 0): logits [[-inf, 0, 0]] with label 1 give ln 2 = 0.693147 and the gradient
  * [0, -0.5, 0.5]; label 0 gives +inf (the true class was ruled out), never NaN. A row with
  * a NaN or +inf logit, or only -inf logits, defines no distribution and gives NaN; the callers
- * check (trainStep skips such an update, predictClasses refuses non-finite logits).
+ * check (trainStep skips such an update, predictClasses refuses such rows).
  *
  * @param logits float32 [batch, classes], classes >= 1.
  * @param labels int32 [batch], each in 0..classes-1 (read back once to check the range: a
