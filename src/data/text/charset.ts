@@ -45,16 +45,46 @@ function whatwgName(label: string): string | null {
   }
 }
 
+// UTF-7 labels iconv-lite does not know (it knows utf-7, utf7 and unicode-1-1-utf-7): the IANA
+// aliases (csUTF7, csUnicode11UTF7) and those .NET and Outlook write (codepage 65000).
+const UTF7_ALIASES = new Set([
+  "csutf7",
+  "csunicode11utf7",
+  "unicode-2-0-utf-7",
+  "x-unicode-1-1-utf-7",
+  "x-unicode-2-0-utf-7",
+]);
+
 function iconvCharset(name: string): Charset {
   return { name, decode: (bytes) => iconv.decode(buffer(bytes), name) };
+}
+
+/**
+ * ISO-2022-JP bytes without the escape sequences (ESC and two bytes) that another escape
+ * sequence follows at once: they switch to a mode no character is read in, so the text is the
+ * same, but the WHATWG decoder (TextDecoder) turns each such pair into U+FFFD. Mailers write
+ * them where two RFC 2047 encoded words are joined ("ESC ( B" ending one word, "ESC $ B"
+ * opening the next), as RFC 2047 asks each word to end in ASCII mode.
+ */
+function dropEmptyEscapes(bytes: Uint8Array): Uint8Array {
+  const out: number[] = [];
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] === 0x1b && i + 3 < bytes.length && bytes[i + 3] === 0x1b) {
+      i += 2;
+      continue;
+    }
+    out.push(bytes[i]);
+  }
+  return out.length === bytes.length ? bytes : Uint8Array.from(out);
 }
 
 /**
  * Resolves a character-set label (a MIME charset parameter or an --encoding value) to a
  * decoder. Latin-1 and ASCII labels ("iso-8859-1", "latin1", "us-ascii", ...) resolve to
  * Windows-1252 as the WHATWG Encoding Standard (browsers, mail clients) prescribes; other
- * labels known to iconv-lite decode with it (UTF-7 included); the rest of the WHATWG labels
- * (ISO-2022-JP) with TextDecoder.
+ * labels known to iconv-lite decode with it (UTF-7 included, under its IANA and .NET aliases
+ * too: csUnicode11UTF7, x-unicode-2-0-utf-7, ...); the rest of the WHATWG labels (ISO-2022-JP)
+ * with TextDecoder. E-mail parts and RFC 2047 encoded words in headers both decode through it.
  *
  * @param label any case, surrounding spaces ignored.
  * @returns the decoder, or null for an unknown label (or an empty one).
@@ -66,11 +96,14 @@ export function resolveCharset(label: string): Charset | null {
   const whatwg = whatwgName(key);
   if (whatwg === "windows-1252") return iconvCharset("windows-1252");
   if (whatwg === "utf-8") return iconvCharset("utf-8");
+  if (UTF7_ALIASES.has(key)) return iconvCharset("utf-7");
   // iconv-lite's own reading of a label it knows (e.g. "utf-16": byte-order mark, then LE).
   if (iconv.encodingExists(key)) return iconvCharset(key);
   if (whatwg !== null) {
     if (iconv.encodingExists(whatwg)) return iconvCharset(whatwg);
     const decoder = new TextDecoder(whatwg);
+    if (whatwg === "iso-2022-jp")
+      return { name: whatwg, decode: (bytes) => decoder.decode(dropEmptyEscapes(bytes)) };
     return { name: whatwg, decode: (bytes) => decoder.decode(bytes) };
   }
   return null;
@@ -97,7 +130,8 @@ export function isUtf8(bytes: Uint8Array): boolean {
  * @example byteOrderMark(Uint8Array.of(0xff, 0xfe, 0x41, 0x00)) // "utf-16le"
  */
 export function byteOrderMark(bytes: Uint8Array): "utf-8" | "utf-16le" | "utf-16be" | null {
-  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return "utf-8";
+  if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf)
+    return "utf-8";
   if (bytes.length >= 2 && bytes[0] === 0xff && bytes[1] === 0xfe) return "utf-16le";
   if (bytes.length >= 2 && bytes[0] === 0xfe && bytes[1] === 0xff) return "utf-16be";
   return null;

@@ -15,7 +15,11 @@ import { decodeBytes, isUtf8, resolveCharset, type Charset } from "./charset.ts"
  *   embedded message/rfc822 parts, mbox "From " lines): @zone-eu/mailsplit, the splitter
  *   under mailparser;
  * - RFC 2047 encoded words in Subject and From (adjacent words joined before decoding, so a
- *   character split across two words survives): libmime;
+ *   character split across two words survives): libmime's reader, with each word's bytes
+ *   decoded by the same charset decoder as the body's (libmime's own refuses UTF-7, which
+ *   smuggles markup past HTML filters, a risk for text that is never rendered as HTML, and
+ *   reads unknown labels as UTF-8): "=?unicode-1-1-utf-7?Q?+ANw-bermittlungsstatus?=" is
+ *   "Übermittlungsstatus";
  * - attachments: a part with Content-Disposition: attachment (or another type than inline, as
  *   RFC 2183 asks), or without a disposition but with a file name (name= on Content-Type, as
  *   enmime and mail clients read it), is a file that came with the message, not its text, even
@@ -257,6 +261,23 @@ function readableText(text: string, type: string, untyped: boolean, where: strin
 }
 
 /**
+ * libmime's encoded-word reader (Q and B words, adjacent words of one charset joined before
+ * decoding, RFC 2231 language tags dropped) with each word's bytes decoded as a body part's are
+ * ({@link decodeCharset}: every label iconv-lite or the WHATWG table knows, UTF-7 and its
+ * aliases included; an unknown label is UTF-8, else Windows-1252).
+ */
+class HeaderWords extends libmime.Libmime {
+  override decodeWord(charset: string, encoding: string, text: string): string {
+    // libmime's Q / B decoding, to bytes: in the charset "binary" every byte is the character
+    // of its own code, which Latin-1 turns back into the byte.
+    const bytes = Buffer.from(super.decodeWord("binary", encoding, text), "latin1");
+    return decodeCharset(bytes, resolveCharset(charset.split("*")[0]));
+  }
+}
+
+const headerWords = new HeaderWords();
+
+/**
  * The first `key` header of the root, unfolded, encoded words decoded. The raw line's bytes are
  * read here rather than by mailsplit's getFirst, which falls back to Latin-1 for a whole line
  * with one invalid UTF-8 byte (and turns a U+FFFD the corpus already holds into "ï¿½").
@@ -271,7 +292,7 @@ function headerText(root: MimeNode, key: string, alreadyText: boolean): string {
     .slice(text.indexOf(":") + 1)
     .replace(/\r?\n[ \t]/g, " ")
     .trim();
-  return libmime.decodeWords(value).replace(CONTROLS, " ");
+  return headerWords.decodeWords(value).replace(CONTROLS, " ");
 }
 
 /**
