@@ -1,3 +1,4 @@
+import { enableWeightCache } from "../analysis/weightCacheStore.ts";
 import { join } from "node:path";
 import type { HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { useBackend, type BackendName } from "../backend.ts";
@@ -80,6 +81,7 @@ export type AnalyzeResult = Analysis & { split: EvaluationSplit };
  */
 export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
   await useBackend(run.backend);
+  enableWeightCache(); // weight-only norms once per checkpoint (src/analysis/weightCacheStore.ts)
   const { model, source, tokenizer, trained, imported, labels } = await evaluatedModel("analyze", run.checkpoint, run.model, run.seed);
   try {
     // Before any work: an output folder that cannot be written is refused now, not after the analysis.

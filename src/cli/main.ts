@@ -1,5 +1,6 @@
 import { oneLine } from "../util/errors.ts";
 import { runCli } from "./program.ts";
+import { enableWeightCache } from "../analysis/weightCacheStore.ts";
 
 /** The `attnlip` command: runs the command line (src/cli/program.ts) on this process's argv. */
 
@@ -10,5 +11,9 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   process.stderr.write(`attnlip: cannot write output: ${oneLine(error)}\n`);
   process.exit(1);
 });
+
+// Weight-only norms (spectral norms of the weight matrices) are computed once per checkpoint and
+// read back from node_modules/.cache/attnlip/weights/ afterwards (src/analysis/weightCacheStore.ts).
+enableWeightCache();
 
 process.exitCode = await runCli(process.argv);

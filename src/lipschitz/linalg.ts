@@ -123,18 +123,14 @@ export function gramCols(
   exponent = 0,
 ): Float64Array {
   if (exponent !== 0) return gramCols(scaledCopy(m, rows * cols, exponent), rows, cols);
-  const g = new Float64Array(cols * cols);
+  // M^T M is the row Gram matrix of M^T: transposed once (O(rows cols), exact), so the products
+  // run as the blocked dot products of rowGram, in the same order as before (bit-identical).
+  const t = m instanceof Float32Array ? new Float32Array(rows * cols) : new Float64Array(rows * cols);
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
-    for (let i = 0; i < cols; i++) {
-      const v = m[o + i];
-      if (v === 0) continue;
-      const gi = i * cols;
-      for (let j = i; j < cols; j++) g[gi + j] += v * m[o + j];
-    }
+    for (let i = 0; i < cols; i++) t[i * rows + r] = m[o + i];
   }
-  for (let i = 0; i < cols; i++) for (let j = 0; j < i; j++) g[i * cols + j] = g[j * cols + i];
-  return g;
+  return rowGram(t, cols, rows);
 }
 
 /**
@@ -152,14 +148,65 @@ export function gramRows(
   exponent = 0,
 ): Float64Array {
   if (exponent !== 0) return gramRows(scaledCopy(m, rows * cols, exponent), rows, cols);
+  return rowGram(m, rows, cols);
+}
+
+/**
+ * T T^T for row-major T [rows, cols]: each entry a dot product summed over k in order (the
+ * same rounding as a plain loop), two rows against two rows at a time, so each loaded entry
+ * serves two products: about 2x a plain loop on a 768 x 3072 weight matrix (the Gram matrices
+ * of weight spectral norms were most of a BERT-base analysis; docs/performance.md).
+ */
+function rowGram(t: ArrayLike<number>, rows: number, cols: number): Float64Array {
   const g = new Float64Array(rows * rows);
-  for (let i = 0; i < rows; i++)
+  let i = 0;
+  for (; i + 1 < rows; i += 2) {
+    const oi = i * cols;
+    const oi1 = oi + cols;
+    let j = i;
+    for (; j + 1 < rows; j += 2) {
+      const oj = j * cols;
+      const oj1 = oj + cols;
+      let s00 = 0;
+      let s01 = 0;
+      let s10 = 0;
+      let s11 = 0;
+      for (let k = 0; k < cols; k++) {
+        const a0 = t[oi + k];
+        const a1 = t[oi1 + k];
+        const b0 = t[oj + k];
+        const b1 = t[oj1 + k];
+        s00 += a0 * b0;
+        s01 += a0 * b1;
+        s10 += a1 * b0;
+        s11 += a1 * b1;
+      }
+      g[i * rows + j] = s00;
+      g[i * rows + j + 1] = s01;
+      g[(i + 1) * rows + j] = s10;
+      g[(i + 1) * rows + j + 1] = s11;
+    }
+    for (; j < rows; j++) {
+      const oj = j * cols;
+      let s0 = 0;
+      let s1 = 0;
+      for (let k = 0; k < cols; k++) {
+        const b = t[oj + k];
+        s0 += t[oi + k] * b;
+        s1 += t[oi1 + k] * b;
+      }
+      g[i * rows + j] = s0;
+      g[(i + 1) * rows + j] = s1;
+    }
+  }
+  for (; i < rows; i++)
     for (let j = i; j < rows; j++) {
       let s = 0;
-      for (let k = 0; k < cols; k++) s += m[i * cols + k] * m[j * cols + k];
+      for (let k = 0; k < cols; k++) s += t[i * cols + k] * t[j * cols + k];
       g[i * rows + j] = s;
-      g[j * rows + i] = s;
     }
+  // The upper triangle (and the 2 x 2 blocks' lower entries on the diagonal) mirrored down.
+  for (let a = 0; a < rows; a++) for (let b = a + 1; b < rows; b++) g[b * rows + a] = g[a * rows + b];
   return g;
 }
 
@@ -460,22 +507,27 @@ export function symEigen(
   const w = Float64Array.from({ length: m * m }, (_, i) => times2(a[i], -e));
   const u = new Float64Array(m * m);
   for (let i = 0; i < m; i++) u[i * m + i] = 1;
+  // Stopping rule: a pair whose |a_pq| is at most EPS sqrt(|a_pp a_qq|) (or negligible against the
+  // whole matrix) is already diagonal to rounding and is not rotated (Demmel & Veselic 1992,
+  // "Jacobi's method is more accurate than QR"; Golub & Van Loan 8.5), and the sweeps stop when
+  // one rotates no pair. An earlier test on the off-diagonal mass (below 1e-2 EPS^2 of the
+  // total) is below what rounding lets the sweeps reach (they stall near EPS^2): it ran every
+  // decomposition of a 64 x 64 head Gram matrix to the 100-sweep cap instead of about 10 sweeps,
+  // with the same result to rounding.
+  let total = 0;
+  for (let i = 0; i < m * m; i++) total += w[i] * w[i];
+  const negligible = EPS * EPS * Math.sqrt(total);
   for (let sweep = 0; sweep < 100; sweep++) {
-    let offNorm = 0;
-    let total = 0;
-    for (let i = 0; i < m; i++)
-      for (let j = 0; j < m; j++) {
-        const x = w[i * m + j] * w[i * m + j];
-        total += x;
-        if (i !== j) offNorm += x;
-      }
-    if (offNorm <= EPS * EPS * total * 1e-2 || offNorm === 0) break;
+    let rotated = 0;
     for (let p = 0; p < m - 1; p++)
       for (let q = p + 1; q < m; q++) {
         const apq = w[p * m + q];
         if (apq === 0) continue;
         const app = w[p * m + p];
         const aqq = w[q * m + q];
+        if (Math.abs(apq) <= EPS * Math.sqrt(Math.abs(app * aqq)) || Math.abs(apq) <= negligible)
+          continue;
+        rotated++;
         const theta = (aqq - app) / (2 * apq);
         const t = Math.sign(theta || 1) / (Math.abs(theta) + Math.sqrt(theta * theta + 1));
         const c = 1 / Math.sqrt(t * t + 1);
@@ -499,6 +551,7 @@ export function symEigen(
           u[k * m + q] = s * ukp + c * ukq;
         }
       }
+    if (rotated === 0) break;
   }
   const values = new Float64Array(m);
   for (let i = 0; i < m; i++) values[i] = times2(w[i * m + i], e);

@@ -1,3 +1,4 @@
+import { enableWeightCache } from "../analysis/weightCacheStore.ts";
 import { ANALYZE_TASK } from "./analyzeTask.ts";
 import { ATTACK_TASK } from "./attackTask.ts";
 import { runRegisteredTask, registerTask } from "./tasks.ts";
@@ -8,6 +9,9 @@ import { TRAIN_READY_TASK, TRAIN_STEP_TASK } from "./trainTask.ts";
  * task (worker.mjs exports it). A new kind of parallel work is one file with its handler plus
  * one line here.
  */
+// Weight-only norms computed once per checkpoint, shared with the main thread and other workers
+// through the disk cache (src/analysis/weightCacheStore.ts).
+enableWeightCache();
 registerTask(ANALYZE_TASK);
 registerTask(ATTACK_TASK);
 registerTask(TRAIN_READY_TASK);

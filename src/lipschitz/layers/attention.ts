@@ -2,7 +2,6 @@ import { multiHeadAttention } from "../../nn/attention.ts";
 import type { tf } from "../../backend.ts";
 import {
   attentionHeadBounds,
-  headWeightNorms,
   refuseL2Variants,
   inputNorms,
   type HeadNorms,
@@ -14,6 +13,8 @@ import {
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { headWeightsFrom } from "../rules/weightNorms.ts";
 import { matMulInto, spectralNorm } from "../linalg.ts";
+import { cachedHeadWeightNorms } from "../rules/weightNorms.ts";
+import { weightSpectralNorm } from "../weightCache.ts";
 import { preRowwise } from "../rules/preRowwise.ts";
 import { extra, input, setting } from "./view.ts";
 import type { LayerKindSpec, LayerView, RowwiseBefore } from "./types.ts";
@@ -74,9 +75,8 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const d = params.wq.shape[0];
     const norms: HeadNorms[] = [];
     const qkv = params as Parameters<typeof headWeightsFrom>[0];
-    for (let h = 0; h < heads; h++)
-      norms.push(headWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
-    return { heads: norms, wo: spectralNorm(params.wo.data, d, d) };
+    for (let h = 0; h < heads; h++) norms.push(cachedHeadWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
+    return { heads: norms, wo: weightSpectralNorm(params.wo.data, d, d) };
   },
   rule: (layer) => attentionRule(layer),
   // `fused` after a row-wise map (a pre-LN block's LayerNorm): each head's paths see the map's

@@ -11,7 +11,7 @@ import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { InputError } from "../../util/errors.ts";
 import { kimHeadBound } from "../rules/kim.ts";
 import { l2HeadBounds, l2HeadWeights, type L2HeadWeights } from "../rules/l2Head.ts";
-import { spectralNorm } from "../linalg.ts";
+import { weightSpectralNorm } from "../weightCache.ts";
 import { attentionStats, type AttentionDetail } from "./attention.ts";
 import { extra, input, perVariant, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
@@ -191,12 +191,12 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
         `${name}.wq: expected [d, d] with d divisible by ${heads}, got [${params.wq.shape.join(", ")}]`,
       );
     const dk = d / heads;
-    const norm = (m: NamedArray, h: number) => spectralNorm(columns(m, h, dk), d, dk);
+    const norm = (m: NamedArray, h: number) => weightSpectralNorm(columns(m, h, dk), d, dk);
     return {
       dk,
       wq: Array.from({ length: heads }, (_, h) => norm(params.wq, h)),
       wv: Array.from({ length: heads }, (_, h) => norm(params.wv, h)),
-      wo: spectralNorm(params.wo.data, d, d),
+      wo: weightSpectralNorm(params.wo.data, d, d),
       local: Array.from({ length: heads }, (_, h) =>
         l2HeadWeights(columns(params.wq, h, dk), columns(params.wv, h, dk), d, dk),
       ),

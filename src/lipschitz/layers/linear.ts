@@ -1,5 +1,6 @@
 import { linear } from "../../nn/linear.ts";
 import { headBound } from "../rules/output.ts";
+import { cachedWeightQuantity } from "../weightCache.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
@@ -10,6 +11,9 @@ export const linearKind: LayerKindSpec<number> = {
   kind: "linear",
   params: { required: ["w"], optional: ["b"] },
   forward: (x, ctx) => ({ out: linear(x, ctx.params.w, ctx.params.b) }),
-  prepare: (params) => headBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+  prepare: (params) =>
+    cachedWeightQuantity(`headBound ${params.w.shape.join("x")}`, [params.w.data], () =>
+      headBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+    ),
   rule: (layer) => ({ value: layer.prepared }),
 };

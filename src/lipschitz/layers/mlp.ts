@@ -1,5 +1,5 @@
 import { mlp } from "../../nn/mlp.ts";
-import { spectralNorm } from "../linalg.ts";
+import { weightSpectralNorm } from "../weightCache.ts";
 import { mlpBound } from "../rules/mlp.ts";
 import { mlpRowJacobian } from "../rules/rowwise.ts";
 import { activationDerivative } from "../../nn/gelu.ts";
@@ -52,8 +52,8 @@ export const mlpKind: LayerKindSpec<MlpPrepared> = {
       hidden,
       w1: Float64Array.from(w1.data),
       w2: Float64Array.from(w2.data),
-      w1Norm: spectralNorm(w1.data, d, hidden),
-      w2Norm: spectralNorm(w2.data, hidden, d),
+      w1Norm: weightSpectralNorm(w1.data, d, hidden),
+      w2Norm: weightSpectralNorm(w2.data, hidden, d),
     };
   },
   rowJacobian(layer, row) {

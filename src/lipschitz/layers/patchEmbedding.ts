@@ -1,5 +1,6 @@
 import { linear } from "../../nn/linear.ts";
 import { patchEmbeddingBound } from "../rules/embedding.ts";
+import { cachedWeightQuantity } from "../weightCache.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
@@ -11,6 +12,9 @@ export const patchEmbeddingKind: LayerKindSpec<number> = {
   kind: "patchEmbedding",
   params: { required: ["w"], optional: ["b"] },
   forward: (x, ctx) => ({ out: linear(x, ctx.params.w, ctx.params.b) }),
-  prepare: (params) => patchEmbeddingBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+  prepare: (params) =>
+    cachedWeightQuantity(`patchEmbeddingBound ${params.w.shape.join("x")}`, [params.w.data], () =>
+      patchEmbeddingBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+    ),
   rule: (layer) => ({ value: layer.prepared }),
 };

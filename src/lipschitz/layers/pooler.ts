@@ -1,5 +1,5 @@
 import { tanhPooler } from "../../nn/pooler.ts";
-import { spectralNorm } from "../linalg.ts";
+import { weightSpectralNorm } from "../weightCache.ts";
 import { poolerBound } from "../rules/pooler.ts";
 import { input } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
@@ -24,7 +24,7 @@ export const poolerKind: LayerKindSpec<number> = {
     }
     return y;
   },
-  prepare: (params) => spectralNorm(params.w.data, params.w.shape[0], params.w.shape[1]),
+  prepare: (params) => weightSpectralNorm(params.w.data, params.w.shape[0], params.w.shape[1]),
   rule(layer) {
     const bound = poolerBound(
       input(layer).data,

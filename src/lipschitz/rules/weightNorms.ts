@@ -1,6 +1,6 @@
 import type { NamedArray } from "../../nn/params.ts";
 import { headWeightNorms, type HeadNorms, type HeadWeights } from "./attentionHead.ts";
-import { spectralNorm } from "../linalg.ts";
+import { cachedWeightQuantity, weightSpectralNorm } from "../weightCache.ts";
 
 /** Weights by name, as `model.getWeights()` returns them. */
 export type Weights = Map<string, NamedArray>;
@@ -124,6 +124,22 @@ export function headWeightsFrom(
   };
 }
 
+/**
+ * {@link headWeightNorms} through src/lipschitz/weightCache.ts: computed once per head weight
+ * content when a store is installed (the Node side: on disk).
+ *
+ * @throws RangeError as headWeightNorms.
+ * @example cachedHeadWeightNorms(headWeights(model.getWeights(), 0, 0, 4)).a
+ */
+export function cachedHeadWeightNorms(w: HeadWeights): HeadNorms {
+  const parts: Float64Array[] = [w.wq, w.wk, w.wv];
+  const present = (["bq", "bk", "bv"] as const).filter((b) => w[b] !== undefined);
+  for (const b of present) parts.push(w[b] as Float64Array);
+  return cachedWeightQuantity(`headWeightNorms d=${w.d} dk=${w.dk} ${present.join(",")}`, parts, () =>
+    headWeightNorms(w),
+  );
+}
+
 const cache = new WeakMap<Weights, Map<string, ModelWeightNorms>>();
 
 /**
@@ -145,7 +161,7 @@ export function modelWeightNorms(weights: Weights, shape: NormShape): ModelWeigh
     const pre = `blocks.${i}`;
     const heads: HeadNorms[] = [];
     for (let h = 0; h < shape.heads; h++)
-      heads.push(headWeightNorms(headWeights(weights, i, h, shape.heads)));
+      heads.push(cachedHeadWeightNorms(headWeights(weights, i, h, shape.heads)));
     const wo = get(weights, `${pre}.attn.wo`);
     const w1 = get(weights, `${pre}.mlp.w1`);
     const w2 = get(weights, `${pre}.mlp.w2`);
@@ -154,14 +170,14 @@ export function modelWeightNorms(weights: Weights, shape: NormShape): ModelWeigh
       throw new RangeError(`${pre}.mlp: expected w1 [${d}, hidden] and w2 [hidden, ${d}]`);
     blocks.push({
       heads,
-      wo: spectralNorm(wo.data, d, d),
+      wo: weightSpectralNorm(wo.data, d, d),
       ln1Gamma: Float64Array.from(get(weights, `${pre}.ln1.gamma`).data),
       ln2Gamma: Float64Array.from(get(weights, `${pre}.ln2.gamma`).data),
       hidden,
       w1: Float64Array.from(w1.data),
       w2: Float64Array.from(w2.data),
-      w1Norm: spectralNorm(w1.data, d, hidden),
-      w2Norm: spectralNorm(w2.data, hidden, d),
+      w1Norm: weightSpectralNorm(w1.data, d, hidden),
+      w2Norm: weightSpectralNorm(w2.data, hidden, d),
     });
   }
   const head = get(weights, "head.w");
@@ -171,8 +187,8 @@ export function modelWeightNorms(weights: Weights, shape: NormShape): ModelWeigh
     heads: shape.heads,
     blocks,
     patch:
-      patch === undefined ? undefined : spectralNorm(patch.data, patch.shape[0], patch.shape[1]),
-    head: spectralNorm(head.data, d, head.shape[1]),
+      patch === undefined ? undefined : weightSpectralNorm(patch.data, patch.shape[0], patch.shape[1]),
+    head: weightSpectralNorm(head.data, d, head.shape[1]),
     classes: head.shape[1],
     normGamma: Float64Array.from(get(weights, "norm.gamma").data),
   };
