@@ -6,6 +6,7 @@ interface DemoFlags {
   quick?: boolean;
   task: string;
   out?: string;
+  force?: boolean;
   seed: string;
   jasmin?: string;
   backend: string;
@@ -48,7 +49,8 @@ export function demoCommand(): Command {
         .default("image"),
     )
     .option("--quick", "a tiny version (tiny model, 256 examples, one epoch) that runs in well under a minute")
-    .option("--out <dir>", "output folder (default runs/demo, or runs/demo-text)")
+    .option("--out <dir>", "output folder (default runs/demo, runs/demo-quick, runs/demo-text or runs/demo-text-quick)")
+    .option("--force", "replace the demo's results (baseline/, jasmin/, report.html, summary.json) already in --out; without it they are kept, except an earlier demo's with the same settings in the default folder")
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
     .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; --quick: 0.5)")
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
@@ -58,10 +60,14 @@ export function demoCommand(): Command {
       const workers = resolveWorkers(numbers.workers, "demo");
       const { runDemo } = await import("./demoRun.ts");
       const { demoSettings } = await import("./demoSettings.ts");
+      const { defaultDemoOut } = await import("./demoOut.ts");
       const task = flags.task as "image" | "text";
+      const quick = flags.quick ?? false;
       await runDemo({
-        settings: demoSettings(task, flags.quick ?? false),
-        out: flags.out ?? (task === "text" ? "runs/demo-text" : "runs/demo"),
+        settings: demoSettings(task, quick),
+        out: flags.out ?? defaultDemoOut(task, quick),
+        ownFolder: flags.out === undefined,
+        force: flags.force === true,
         seed: numbers.seed,
         jasmin: numbers.jasmin,
         backend: flags.backend as "wasm" | "cpu",

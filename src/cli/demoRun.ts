@@ -1,8 +1,6 @@
-import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
-import { isCheckpointFolder } from "../train/checkpoint.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { runAnalyze } from "./analyzeRun.ts";
 import type { Analysis } from "../analysis/analyze.ts";
@@ -16,6 +14,7 @@ import { mean } from "simple-statistics";
 import type { DemoSettings } from "./demoSettings.ts";
 import { fileURLToPath } from "node:url";
 import { committedStudyLines, readCommittedStudy } from "../study/committed.ts";
+import { prepareDemoOut } from "./demoOut.ts";
 
 /** Options of {@link runDemo}. */
 export interface DemoOptions {
@@ -27,6 +26,13 @@ export interface DemoOptions {
   jasmin?: number;
   /** Worker threads of training, analysis and attacks [1]. */
   workers?: number;
+  /** --force: replace the demo's outputs in `out` whatever wrote them [false]. */
+  force?: boolean;
+  /**
+   * `out` is the demo's default folder (no --out given): an earlier demo's results there with
+   * the same settings, seed and JaSMin weight are replaced, with a line saying so [false].
+   */
+  ownFolder?: boolean;
 }
 
 /** One trained model's figures in the demo's summary. */
@@ -57,10 +63,14 @@ const pct = (v: number | null | undefined) => (v === null || v === undefined ? "
  * a summary table and writes OUT/{baseline,jasmin}/ (checkpoints, metrics, analysis.json,
  * attack.json), OUT/summary.json and OUT/report.html.
  *
- * Previous demo results in OUT/baseline and OUT/jasmin are replaced (only checkpoint folders).
+ * Earlier results are never replaced silently (see prepareDemoOut in demoOut.ts): when OUT
+ * holds any of the demo's outputs, the run is refused before any work unless `force`, or
+ * `ownFolder` and they are an earlier demo's with the same settings (then one line says they
+ * are replaced). Files the demo does not write are left alone.
  *
  * @throws InputError subclasses on bad settings; InputError when OUT cannot be written (a file,
- *   or under one: checked before the work starts) or holds something else.
+ *   or under one) or holds earlier results it may not replace (both checked before the work
+ *   starts).
  */
 export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   const { settings, seed, backend } = options;
@@ -68,6 +78,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   checkOutPath(options.out, "folder", "--out", "demo");
   const out = resolve(options.out);
   const lambda = options.jasmin ?? settings.jasmin;
+  const replacing = await prepareDemoOut({
+    out: options.out,
+    identity: { settings, seed, jasmin: lambda },
+    force: options.force ?? false,
+    ownFolder: options.ownFolder ?? false,
+  });
+  if (replacing !== null) console.log(replacing);
   await useBackend(backend);
   const started = performance.now();
   const runs = [
@@ -82,7 +99,6 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
 
   for (const run of runs) {
     const dir = join(out, run.name);
-    if (isCheckpointFolder(dir)) await rm(dir, { recursive: true, force: true });
     step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} examples of ${settings.data}, ${settings.epochs} epoch(s)`);
     const trained = await trainInWorkers({
       workers: options.workers ?? 1,

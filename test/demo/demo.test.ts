@@ -6,19 +6,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
-test("attnlip demo --quick trains both models, analyses, attacks and writes the report; a rerun replaces it", async () => {
+test("attnlip demo --quick --force trains both models, analyses, attacks and writes the report, replacing only its own outputs", async () => {
   const out = join(mkdtempSync(join(tmpdir(), "attnlip-demo-")), "demo");
-  // An earlier run's results in the folder (a stale checkpoint folder with a file the demo does
-  // not write, an old summary): the run replaces them, as a rerun of the demo does.
+  // Earlier results in the folder (a stale checkpoint folder with a file the demo does not
+  // write, an old summary): --force replaces them (demoOut.test.ts: refused without it); a file
+  // the demo does not write stays as it was.
   for (const run of ["baseline", "jasmin"]) {
     mkdirSync(join(out, run), { recursive: true });
     writeFileSync(join(out, run, "config.json"), "{}");
     writeFileSync(join(out, run, "stale.txt"), "from an earlier run");
   }
   writeFileSync(join(out, "summary.json"), '{"runs": []}');
+  writeFileSync(join(out, "notes.txt"), "the user's own notes");
   {
-    const r = runAttnlip(["demo", "--quick", "--out", out], { timeoutMs: 300_000 });
+    const r = runAttnlip(["demo", "--quick", "--out", out, "--force"], { timeoutMs: 300_000 });
     assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^demo: --force: replacing baseline\/, jasmin\/, summary\.json in /m);
     assert.match(r.stdout, /median network Lipschitz, true/);
     assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
     // The quick demo's models are near chance, and it says so whenever they are.
@@ -46,6 +49,7 @@ test("attnlip demo --quick trains both models, analyses, attacks and writes the 
       "attack.json",
     ])
       assert.ok(existsSync(join(out, run, file)), `${run}/${file}`);
+  assert.equal(readFileSync(join(out, "notes.txt"), "utf8"), "the user's own notes");
   const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8"));
   assert.deepEqual(
     summary.runs.map((r: { name: string }) => r.name),

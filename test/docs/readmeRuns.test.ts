@@ -6,7 +6,8 @@
 // epochs are divided by 3 (rounded up, so 3 -> 1 and an extension to 5 -> 2 still extends),
 // new trainings use at most 64 training and 32 test examples (a --resume or --init run keeps its
 // base's), analyses and attacks at most 2
-// inputs, the study 2 lambdas x 2 seeds of tiny runs, and `npm start` is `attnlip demo --quick`;
+// inputs, the study 2 lambdas x 2 seeds of tiny runs, and `npm start` is `attnlip demo --quick
+// --out runs/demo`;
 // an `explore` that would serve the page until Ctrl-C writes it to a folder (--out) instead.
 // Flags, folders and the order of the commands are README's own: a command that names a folder
 // an earlier line did not write, a flag that was renamed, or two runs that `report` refuses to
@@ -85,7 +86,8 @@ test(
       for (const line of lines) {
         if (line === "npm ci" || line === "npm test") continue;
         let args: string[];
-        if (line === "npm start") args = ["demo", "--quick"];
+        // The quick demo writes runs/demo-quick; README's later lines read npm start's runs/demo.
+        if (line === "npm start") args = ["demo", "--quick", "--out", "runs/demo"];
         else if (line.startsWith("npx attnlip ")) {
           assert.doesNotMatch(
             line,
