@@ -144,6 +144,32 @@ export function inspect(model: TransformerClassifier, pixels: ArrayLike<number>)
   }
 }
 
+/**
+ * The prediction alone, as {@link inspect} shows it: the softmax of the logits at one image,
+ * [classes], without the bounds (milliseconds).
+ *
+ * @param pixels as {@link inspect}'s.
+ * @throws RangeError on a wrong length or a pixel outside [0, 1].
+ * @example predict(model, pixels).length // classes
+ */
+export function predict(model: TransformerClassifier, pixels: ArrayLike<number>): number[] {
+  const x = imageTensor(model, pixels);
+  try {
+    return probabilitiesAt(model, x, null);
+  } finally {
+    x.dispose();
+  }
+}
+
+/** Softmax of the logits at a model input (the page's prediction). */
+function probabilitiesAt(
+  model: TransformerClassifier,
+  x: tf.Tensor,
+  mask: tf.Tensor | null,
+): number[] {
+  return Array.from(tf.tidy(() => tf.softmax(model.forward(x, { mask }).logits)).dataSync());
+}
+
 /** {@link inspect} at a model input: an image [1, H, W, C], or token ids [1, n] with their mask. */
 function inspectTensor(
   model: TransformerClassifier,
@@ -342,6 +368,23 @@ export function inspectText(model: TransformerClassifier, ids: readonly number[]
   const { x, mask } = textTensors(model, ids);
   try {
     return inspectTensor(model, x, mask);
+  } finally {
+    tf.dispose([x, mask]);
+  }
+}
+
+/**
+ * The prediction alone, as {@link inspectText} shows it: the softmax of the logits at one
+ * text's token ids, [classes], without the bounds.
+ *
+ * @param ids as {@link inspectText}'s.
+ * @throws RangeError as {@link inspectText}.
+ * @example predictText(model, tokenize(tok, "free money").ids) // [p0, p1]
+ */
+export function predictText(model: TransformerClassifier, ids: readonly number[]): number[] {
+  const { x, mask } = textTensors(model, ids);
+  try {
+    return probabilitiesAt(model, x, mask);
   } finally {
     tf.dispose([x, mask]);
   }

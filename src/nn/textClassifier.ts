@@ -76,8 +76,22 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
    * @param ids int32 [b, n] as {@link tokenEmbeddings}.
    */
   embed(ids: tf.Tensor): tf.Tensor {
+    return tf.tidy(() => this.embedTokens(this.tokenEmbeddings(ids)));
+  }
+
+  /**
+   * The sequence entering the model's layers from token embeddings E (as {@link tokenEmbeddings}
+   * gives them, or an attack's perturbation of them): E + pos[0..n) (+ type[0] with token-type
+   * embeddings), float32 [b, n, d]. {@link embed} is embedTokens(tokenEmbeddings(ids)); the
+   * embedding-space attacks call this, so that their clean point is the model's own forward.
+   *
+   * @param tokens float32 [b, n, d], 1 <= n <= maxLength.
+   * @throws RangeError on another shape.
+   * @example model.embedTokens(model.tokenEmbeddings(ids)) // = model.embed(ids)
+   */
+  embedTokens(tokens: tf.Tensor): tf.Tensor {
+    this.checkSequence(tokens);
     return tf.tidy(() => {
-      const tokens = this.tokenEmbeddings(ids);
       const [, n, d] = tokens.shape;
       let constant = tf.slice(this.params.get("pos"), [0, 0], [n, d]);
       if (this.config.tokenTypes !== undefined) constant = tf.add(constant, tf.slice(this.params.get("type"), [0, 0], [1, d]));

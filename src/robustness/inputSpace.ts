@@ -183,7 +183,9 @@ function mask3(mask: tf.Tensor): tf.Tensor {
 }
 
 /**
- * Logits from token embeddings (inference mode): E -> f(E + pos[0..n), mask).
+ * Logits from token embeddings (inference mode): E -> f(E + pos[0..n) (+ type[0]), mask), the
+ * model's own embedding sum (TextClassifier.embedTokens), so that at E = tok[ids] they are
+ * model.forward(ids)'s logits (a BERT's token-type embedding included).
  *
  * @param mask [b, n] of the batch the function will be called with.
  * @returns E float32 [b, n, d] -> logits float32 [b, classes].
@@ -191,11 +193,9 @@ function mask3(mask: tf.Tensor): tf.Tensor {
  */
 export function embeddingLogits(model: TextClassifier, mask: tf.Tensor): LogitsFn {
   return (e) =>
-    tf.tidy(() => {
-      const [, n, d] = e.shape as number[];
-      const pos = tf.reshape(tf.slice(model.params.get("pos"), [0, 0], [n, d]), [1, n, d]);
-      return model.forwardFromEmbeddings(tf.add(e, pos), { mask, training: false }).logits;
-    });
+    tf.tidy(
+      () => model.forwardFromEmbeddings(model.embedTokens(e), { mask, training: false }).logits,
+    );
 }
 
 /**
