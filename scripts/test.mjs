@@ -107,9 +107,13 @@ if (warm.status !== 0) process.exit(warm.status ?? 1);
 // The tests' temporary folders (checkpoints, runs, reports) go under one folder of this run,
 // removed at the end, pass or fail: os.tmpdir() follows TMPDIR in every test process.
 const runTmp = mkdtempSync(join(tmpdir(), "attnlip-tests-"));
+// The spec reporter, also when the output is piped (Node 20 then picks TAP, whose last lines are
+// only counts such as "fail 0 / cancelled 1"): its last lines list every failed or cancelled
+// test with its file, line and error, so a test stopped as hung says which step it was in. Tests
+// have no fixed time limits, only progress-based ones (test/helpers/patience.ts).
 const result = spawnSync(
   process.execPath,
-  ["--import", "tsx", "--test", "--test-concurrency=3", ...entries],
+  ["--import", "tsx", "--test", "--test-reporter=spec", "--test-concurrency=3", ...entries],
   // Commands in tests run in one thread unless a test asks for workers (test/parallel/):
   // starting a pool for each small run would cost more than it saves.
   {

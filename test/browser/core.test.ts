@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { HANG_MS, TEST_BACKSTOP_MS } from "../helpers/patience.ts";
 
 test("the library entry bundles for the browser: no Node built-in in it or in the packages it uses", async () => {
   const result = await build({
@@ -30,7 +31,7 @@ test(
   "in Chromium, the library computes on tfjs's WebGL backend what it computes on cpu: a ViT's logits, its input gradient, attention rows' sigma",
   {
     skip: !existsSync(CHROMIUM) && !process.env.CI ? `${CHROMIUM} is missing` : false,
-    timeout: 120_000,
+    timeout: TEST_BACKSTOP_MS,
   },
   async () => {
     const entry = `
@@ -69,6 +70,7 @@ test(
     });
     try {
       const page = await browser.newPage();
+      page.setDefaultTimeout(HANG_MS); // waits catch hangs, not slowness
       const errors: string[] = [];
       page.on("pageerror", (e) => errors.push(String(e)));
       await page.setContent(`<script>${bundled.outputFiles[0].text}</script>`);

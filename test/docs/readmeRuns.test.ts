@@ -14,6 +14,10 @@
 // compare fail here. `npm ci` and `npm test` (this suite) are not run; other shell lines (a file
 // written with printf) run in bash. The commands run in this process (runAttnlipHere), with the
 // repository's test/ folder linked into the temporary folder for README's fixture paths.
+//
+// No fixed time limit (it took 63 s alone and 252 s at load 15): a line that prints nothing and
+// does not finish for HANG_MS (test/helpers/patience.ts) fails the test with the README line,
+// the command it ran as and the folder.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -23,6 +27,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { runAttnlipHere } from "../helpers/cli.ts";
 import { readmeShellLines } from "../helpers/readme.ts";
+import { HANG_MS, watchdog } from "../helpers/patience.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -71,57 +76,66 @@ function shrink(args: string[]): string[] {
 }
 let served = 0;
 
-test(
-  "README's command blocks run in order (shrunk to vit-micro sizes) without an error",
-  { timeout: 240_000 },
-  async () => {
-    const lines = readmeShellLines();
-    assert.ok(
-      lines.filter((l) => l.startsWith("npx attnlip ")).length >= 20,
-      "README's attnlip commands were not found",
-    );
-    const dir = mkdtempSync(join(tmpdir(), "attnlip-readme-"));
-    symlinkSync(join(root, "test"), join(dir, "test"));
-    try {
-      for (const line of lines) {
-        if (line === "npm ci" || line === "npm test") continue;
-        let args: string[];
-        // The quick demo writes runs/demo-quick; README's later lines read npm start's runs/demo.
-        if (line === "npm start") args = ["demo", "--quick", "--out", "runs/demo"];
-        else if (line.startsWith("npx attnlip ")) {
-          assert.doesNotMatch(
-            line,
-            /["'`$]/,
-            `README line needs a shell, which this test does not run for attnlip: ${line}`,
-          );
-          args = shrink(line.slice("npx attnlip ".length).split(/\s+/));
-        } else {
-          assert.doesNotMatch(
-            line,
-            /^(npm|npx|node)\b/,
-            `README line this test cannot run: ${line}`,
-          );
-          execFileSync("bash", ["-c", line], { cwd: dir });
-          continue;
-        }
-        const result = await runAttnlipHere(args, { cwd: dir });
-        assert.equal(
-          result.code,
-          0,
-          `README line failed: ${line}\n(run as: attnlip ${args.join(" ")})\n${result.stderr}`,
+test("README's command blocks run in order (shrunk to vit-micro sizes) without an error", async () => {
+  const lines = readmeShellLines();
+  assert.ok(
+    lines.filter((l) => l.startsWith("npx attnlip ")).length >= 20,
+    "README's attnlip commands were not found",
+  );
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-readme-"));
+  symlinkSync(join(root, "test"), join(dir, "test"));
+  try {
+    for (const [k, line] of lines.entries()) {
+      const where = `README shell line ${k + 1} of ${lines.length}, in ${dir}: ${line}`;
+      if (line === "npm ci" || line === "npm test") continue;
+      let args: string[];
+      // The quick demo writes runs/demo-quick; README's later lines read npm start's runs/demo.
+      if (line === "npm start") args = ["demo", "--quick", "--out", "runs/demo"];
+      else if (line.startsWith("npx attnlip ")) {
+        assert.doesNotMatch(
+          line,
+          /["'`$]/,
+          `README line needs a shell, which this test does not run for attnlip: ${line}`,
         );
+        args = shrink(line.slice("npx attnlip ".length).split(/\s+/));
+      } else {
+        assert.doesNotMatch(line, /^(npm|npx|node)\b/, `README line this test cannot run: ${line}`);
+        try {
+          execFileSync("bash", ["-c", line], { cwd: dir, timeout: HANG_MS });
+        } catch (e) {
+          throw new Error(`${where}: ${(e as Error).message}`);
+        }
+        continue;
       }
-      // What the last lines promise is there.
-      for (const file of [
-        "runs/demo/report.html",
-        "runs/base/analysis.json",
-        "runs/jasmin/attack.json",
-        "report.html",
-        "study.html",
-      ])
-        assert.ok(existsSync(join(dir, file)), `${file} was not written`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
+      const dog = watchdog(
+        (seconds) =>
+          `${where}\n(run as: attnlip ${args.join(" ")}) printed nothing and did not finish for ${seconds} s: taken as hung`,
+      );
+      let result: Awaited<ReturnType<typeof runAttnlipHere>>;
+      try {
+        result = await Promise.race([
+          runAttnlipHere(args, { cwd: dir, onOutput: dog.progress }),
+          dog.hung,
+        ]);
+      } finally {
+        dog.stop();
+      }
+      assert.equal(
+        result.code,
+        0,
+        `README line failed: ${line}\n(run as: attnlip ${args.join(" ")})\n${result.stderr}`,
+      );
     }
-  },
-);
+    // What the last lines promise is there.
+    for (const file of [
+      "runs/demo/report.html",
+      "runs/base/analysis.json",
+      "runs/jasmin/attack.json",
+      "report.html",
+      "study.html",
+    ])
+      assert.ok(existsSync(join(dir, file)), `${file} was not written`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

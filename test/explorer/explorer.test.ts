@@ -20,6 +20,7 @@ import { formatNumber } from "../../src/util/format.ts";
 import { explorerFiles, serveExplorer } from "../../src/cli/exploreRun.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
+import { HANG_MS, TEST_BACKSTOP_MS } from "../helpers/patience.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const missing = !existsSync(CHROMIUM);
@@ -235,7 +236,7 @@ test("attnlip explore --out writes the page as a static folder, refuses to repla
     );
     const closed = await Promise.race([
       served.close().then(() => "closed"),
-      new Promise((resolve) => setTimeout(resolve, 5000, "still open")),
+      new Promise((resolve) => setTimeout(resolve, HANG_MS, "still open").unref()),
     ]);
     for (const s of sockets) s.destroy();
     assert.equal(closed, "closed", "close() waited for the clients' open connections");
@@ -274,7 +275,7 @@ async function pageTable(page: import("playwright-core").Page) {
 /** Waits until the page has finished its k-th analysis (body[data-analyses]). */
 async function analysed(page: import("playwright-core").Page, k: number): Promise<void> {
   await page.waitForFunction((want) => Number(document.body.dataset.analyses ?? 0) >= want, k, {
-    timeout: 60_000,
+    timeout: HANG_MS,
   });
 }
 
@@ -329,7 +330,7 @@ async function sameAsNode(
 
 test(
   "the explorer in headless Chromium: a row's sigma, a drawn digit, a picked digit and a picked checkpoint analysed as in Node, an attack; no errors",
-  { skip, timeout: 180_000 },
+  { skip, timeout: TEST_BACKSTOP_MS },
   async () => {
     assert.ok(!missing, `${CHROMIUM} is missing; CI must install it (.ci/install-chromium)`);
     const files = await explorerFiles(undefined, 4);
@@ -353,6 +354,7 @@ test(
     });
     try {
       const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      page.setDefaultTimeout(HANG_MS); // waits catch hangs, not slowness
       const problems: string[] = [];
       page.on("pageerror", (e) => problems.push(String(e)));
       page.on("console", (m) => {
@@ -462,7 +464,7 @@ test(
         page.waitForFunction(
           (source) => new RegExp(source).test(document.getElementById("status")?.textContent ?? ""),
           re.source,
-          { timeout: 30_000 },
+          { timeout: HANG_MS },
         );
       const onlyConfig = join(picked, "..", "only-config");
       mkdirSync(onlyConfig);
@@ -509,7 +511,7 @@ test(
       });
       await page.selectOption("#backend", "webgl");
       await page.waitForFunction(() => document.body.dataset.backend === "webgl", undefined, {
-        timeout: 60_000,
+        timeout: HANG_MS,
       });
       await useBackend("cpu");
       assert.deepEqual(problems, []);
@@ -521,6 +523,7 @@ test(
       const broken = await serveExplorer(partial, "127.0.0.1", 0);
       try {
         const page2 = await browser.newPage();
+        page2.setDefaultTimeout(HANG_MS); // waits catch hangs, not slowness
         await page2.goto(broken.url);
         await page2.waitForFunction(
           () =>
@@ -528,12 +531,12 @@ test(
               document.getElementById("status")?.textContent ?? "",
             ),
           undefined,
-          { timeout: 60_000 },
+          { timeout: HANG_MS },
         );
         await page2.waitForFunction(
           () => document.getElementById("predicted") !== null,
           undefined,
-          { timeout: 60_000 },
+          { timeout: HANG_MS },
         );
       } finally {
         await broken.close();

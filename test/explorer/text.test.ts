@@ -36,6 +36,7 @@ import { modelPreset, type TextConfig } from "../../src/nn/config.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { TEXT_INPUTS } from "../../src/robustness/modelInputs/text.ts";
 import { runAttnlipHere } from "../helpers/cli.ts";
+import { HANG_MS, TEST_BACKSTOP_MS } from "../helpers/patience.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const missing = !existsSync(CHROMIUM);
@@ -279,7 +280,7 @@ test("Hugging Face BERT and GPT-2 tokenizers rebuilt on the page give the folder
 
 test(
   "the explorer of a text model in headless Chromium: a typed text's tokens, prediction and bounds as in Node, an attack on its token embeddings; no errors",
-  { skip, timeout: 180_000 },
+  { skip, timeout: TEST_BACKSTOP_MS },
   async () => {
     assert.ok(!missing, `${CHROMIUM} is missing; CI must install it (.ci/install-chromium)`);
     const { url, close } = await serveExplorer(files, "127.0.0.1", 0);
@@ -293,6 +294,7 @@ test(
     const { model, tok } = pageModel();
     try {
       const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      page.setDefaultTimeout(HANG_MS); // waits catch hangs, not slowness
       const problems: string[] = [];
       page.on("pageerror", (e) => problems.push(String(e)));
       page.on("console", (m) => {
@@ -304,7 +306,7 @@ test(
       });
       const analyses = (k: number) =>
         page.waitForFunction((want) => Number(document.body.dataset.analyses ?? 0) >= want, k, {
-          timeout: 60_000,
+          timeout: HANG_MS,
         });
       await page.goto(url);
       await analyses(1); // the first held-out text, on load

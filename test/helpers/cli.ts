@@ -1,16 +1,32 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { HANG_MS } from "./patience.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
+const idleKill = fileURLToPath(new URL("./idleKill.mjs", import.meta.url));
 
-/** Runs the attnlip CLI as a user would, returning exit code and both output streams. */
-export function runAttnlip(args: string[], options: { cwd?: string; timeoutMs?: number; env?: Record<string, string> } = {}) {
-  const result = spawnSync(process.execPath, [bin, ...args], {
-    encoding: "utf8",
-    cwd: options.cwd,
-    env: options.env === undefined ? undefined : { ...process.env, ...options.env },
-    timeout: options.timeoutMs ?? 120_000,
-  });
+/**
+ * Runs the attnlip CLI as a user would, returning exit code and both output streams. No fixed
+ * time limit: the command is killed only when it prints nothing for `idleMs` [HANG_MS, 10
+ * minutes], and then stderr's last line names the command and its folder (code null).
+ */
+export function runAttnlip(
+  args: string[],
+  options: { cwd?: string; idleMs?: number; env?: Record<string, string> } = {},
+) {
+  const label = `"attnlip ${args.join(" ")}" (in ${options.cwd ?? process.cwd()})`;
+  const result = spawnSync(
+    process.execPath,
+    [idleKill, String(options.idleMs ?? HANG_MS), label, process.execPath, bin, ...args],
+    {
+      encoding: "utf8",
+      cwd: options.cwd,
+      env: options.env === undefined ? undefined : { ...process.env, ...options.env },
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
+  if (result.error !== undefined)
+    throw new Error(`runAttnlip: cannot run ${label}: ${result.error.message}`);
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -22,7 +38,12 @@ export function runAttnlip(args: string[], options: { cwd?: string; timeoutMs?: 
  */
 export async function runAttnlipHere(
   args: string[],
-  options: { cwd?: string; env?: Record<string, string | undefined> } = {},
+  options: {
+    cwd?: string;
+    env?: Record<string, string | undefined>;
+    /** Called on every write to stdout or stderr (a sign of progress, test/helpers/patience.ts). */
+    onOutput?: () => void;
+  } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const { runCli } = await import("../../src/cli/program.ts");
   let stdout = "";
@@ -37,8 +58,9 @@ export async function runAttnlipHere(
       if (typeof chunk === "string") return add(chunk), true;
       return (write as (...a: unknown[]) => boolean).call(stream, chunk, ...rest);
     }) as typeof process.stdout.write;
-  process.stdout.write = capture(process.stdout, writeOut, (s) => (stdout += s));
-  process.stderr.write = capture(process.stderr, writeErr, (s) => (stderr += s));
+  const onOutput = options.onOutput ?? (() => {});
+  process.stdout.write = capture(process.stdout, writeOut, (s) => ((stdout += s), onOutput()));
+  process.stderr.write = capture(process.stderr, writeErr, (s) => ((stderr += s), onOutput()));
   const cwd = process.cwd();
   const savedEnv = Object.fromEntries(Object.keys(options.env ?? {}).map((k) => [k, process.env[k]]));
   const setEnv = (values: Record<string, string | undefined>) => {

@@ -22,18 +22,26 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { HANG_MS } from "../helpers/patience.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const version = (
   JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }
 ).version;
 
-/** Runs node in `cwd`, returning its exit code and output (stdout, then stderr). */
+const idleKill = fileURLToPath(new URL("../helpers/idleKill.mjs", import.meta.url));
+
+/**
+ * Runs node in `cwd`, returning its exit code and output (stdout, then stderr). No fixed time
+ * limit (test/helpers/patience.ts): killed only after printing nothing for HANG_MS, and then
+ * stderr names the command.
+ */
 function node(args: string[], cwd: string) {
-  const r = spawnSync(process.execPath, args, {
+  const label = `"node ${args.join(" ")}" (in ${cwd})`;
+  const idle = String(HANG_MS);
+  const r = spawnSync(process.execPath, [idleKill, idle, label, process.execPath, ...args], {
     cwd,
     encoding: "utf8",
-    timeout: 120_000,
     env: { ...process.env, ATTNLIP_WORKERS: "1" },
   });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
@@ -41,7 +49,6 @@ function node(args: string[], cwd: string) {
 
 test(
   "npm pack gives a compiled package that another project imports, runs and type-checks",
-  { timeout: 300_000 },
   () => {
     const dir = mkdtempSync(join(tmpdir(), "attnlip-package-"));
     try {
@@ -49,6 +56,7 @@ test(
       const packed = JSON.parse(
         execFileSync("npm", ["pack", "--json", "--pack-destination", dir], {
           cwd: root,
+          timeout: HANG_MS, // catches a hang, not slowness (npm pack prints nothing until done)
           encoding: "utf8",
           stdio: ["ignore", "pipe", "pipe"],
         }),

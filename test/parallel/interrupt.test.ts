@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { useBackend } from "../../src/backend.ts";
 import { loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { runAttnlip } from "../helpers/cli.ts";
+import { HANG_MS, watchdog } from "../helpers/patience.ts";
 import { tempDir } from "../train/helpers.ts";
 
 await useBackend("wasm");
@@ -45,21 +46,25 @@ test("SIGINT to train --workers 2 after its first checkpoint: it exits at once, 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on("exit", (code, signal) => resolve({ code, signal })),
   );
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no epoch line within 180 s; stderr: ${stderr}`)), 180_000);
-    child.stdout.on("data", (d) => {
-      stdout += d;
-      if (/epoch 1\/50: .*checkpoint saved/.test(stdout)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
-  });
+  // No fixed limit (test/helpers/patience.ts): train prints progress lines; only a silence of
+  // HANG_MS before its first checkpoint fails the test.
+  const dog = watchdog((s) => `train --workers 2 (out ${out}) printed nothing for ${s} s before its first checkpoint; stderr: ${stderr}`);
+  child.stderr.on("data", dog.progress);
+  await Promise.race([
+    dog.hung,
+    new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d) => {
+        stdout += d;
+        dog.progress();
+        if (/epoch 1\/50: .*checkpoint saved/.test(stdout)) resolve();
+      });
+      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
+    }),
+  ]).finally(dog.stop);
   assert.match(stdout, /on 2 workers/);
   child.kill("SIGINT");
-  const end = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 30_000))]);
-  assert.notEqual(end, null, "train did not stop within 30 s of SIGINT");
+  const end = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), HANG_MS).unref())]);
+  assert.notEqual(end, null, `train --workers 2 (out ${out}) did not stop within ${HANG_MS / 1000} s of SIGINT: hung`);
   assert.ok(end!.signal === "SIGINT" || end!.code === 130, `exit ${JSON.stringify(end)}`);
   assert.deepEqual(processesMentioning(out), [], "a process of the run is still alive");
   const saved = await loadCheckpoint(out);

@@ -6,6 +6,7 @@ import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { buildReport, writeReport } from "../../src/report/index.ts";
 import { FIXTURES } from "./helpers.ts";
+import { HANG_MS, TEST_BACKSTOP_MS } from "../helpers/patience.ts";
 
 /**
  * Opens the report in headless Chromium (Debian's /usr/bin/chromium through playwright-core):
@@ -51,7 +52,7 @@ after(() => {
 
 test(
   "the report renders in headless Chromium: no errors, no requests out, every chart drawn",
-  { skip, timeout: 60_000 },
+  { skip, timeout: TEST_BACKSTOP_MS },
   async (t) => {
     assert.ok(!missing, `${CHROMIUM} is missing; CI must install it (.ci/install-chromium)`);
     const { chromium } = await import("playwright-core");
@@ -66,6 +67,7 @@ test(
     });
     try {
       const page = await context.newPage();
+      page.setDefaultTimeout(HANG_MS); // waits catch hangs, not slowness
       const errors: string[] = [];
       const failed: string[] = [];
       const outside: string[] = [];

@@ -96,7 +96,7 @@ test("a vit-micro study (2 seeds x 2 lambdas) trains, analyses and attacks every
   assert.equal(partial.code, 0, partial.stderr);
   assert.match(partial.stdout, /note: [1-3] run\(s\) of the grid's 4 are not finished \(not started, running or stopped\): the statistics cover the [1-3] finished run\(s\) only/);
   const firstWritten = statSync(join(killed, "runs", RUNS[0].id, "result.json")).mtimeMs;
-  const rerun = runAttnlip(["study", killed, "--workers", "1"], { timeoutMs: 120_000 });
+  const rerun = runAttnlip(["study", killed, "--workers", "1"]);
   assert.equal(rerun.code, 0, rerun.stderr);
   assert.match(rerun.stderr, /run 1\/4 mnist_vit-micro_lambda0_top2_max-log_seed0: finished earlier, skipped/);
   assert.equal(statSync(join(killed, "runs", RUNS[0].id, "result.json")).mtimeMs, firstWritten);
