@@ -11,15 +11,19 @@ import {
 import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
-import { projectClip, randomStartPoint, unitDirection } from "./steps.ts";
+import { projectClip, randomStartPoint, signOf, unitDirection } from "./steps.ts";
 
 /** The loss, the prediction and the loss gradient of every example of a batch at one point. */
 export interface LossPoint {
-  /** Cross-entropy of the true label per example [b] (nats). */
-  loss: Float32Array;
+  /**
+   * The loss per example [b], as APGD compares it: the cross-entropy of the true label or any
+   * strictly increasing function of it (APGD only asks which of two values is larger).
+   * {@link lossPoints} gives CE - ln C in nats ({@link crossEntropyExcess}).
+   */
+  loss: ArrayLike<number>;
   /** 1 where the model still predicts the true label [b]. */
   correct: Uint8Array;
-  /** d loss_i / d x_i, x's shape (masked where the batch may not move); the caller disposes it. */
+  /** d CE_i / d x_i, x's shape (masked where the batch may not move); the caller disposes it. */
   grad: tf.Tensor;
 }
 
@@ -27,8 +31,46 @@ export interface LossPoint {
 export type LossPointFn = (x: tf.Tensor) => LossPoint;
 
 /**
- * Per-example cross-entropy, correctness and input gradient from one forward and one backward
- * pass (the gradient of the summed loss: row i is example i's own, as examples do not mix).
+ * The cross-entropy of the true class less its value at equal logits, CE - ln C, in float64
+ * from one row of logits z: CE - ln C = log(sum_j exp(z_j - z_y) / C)
+ * = log1p(sum_{j != y} expm1(z_j - z_y) / C). This is the quantity APGD compares (see
+ * {@link APGD_ATTACK}): the same objective as the cross-entropy shifted by a constant, but
+ * computed from the logit differences, so it keeps their relative precision where the
+ * cross-entropy itself sits near ln C and float32 cannot tell two values apart (logits scaled
+ * by 1e-10: CE = ln 10 + O(1e-10), while float32's resolution at ln 10 is 2.4e-7). Where a
+ * difference exceeds about 709 (expm1 overflows) the logsumexp form is used instead. A logit
+ * of -inf (a masked class) adds expm1(-inf) = -1; a true class at -inf gives +inf.
+ *
+ * @param logits row-major [rows, classes] values (a valid row: see checkLogitRows).
+ * @param classes C >= 1; @param row the row; @param label the true class y in 0..C-1.
+ * @returns CE - ln C (nats, in [-ln C, +inf]).
+ * @example crossEntropyExcess([1e-10, 0, 0], 3, 0, 0) // -6.667e-11 (float32 CE: ln 3 exactly)
+ */
+export function crossEntropyExcess(
+  logits: ArrayLike<number>,
+  classes: number,
+  row: number,
+  label: number,
+): number {
+  const o = row * classes;
+  const zy = logits[o + label];
+  if (zy === -Infinity) return Infinity;
+  let t = 0;
+  for (let j = 0; j < classes; j++) if (j !== label) t += Math.expm1(logits[o + j] - zy);
+  if (Number.isFinite(t)) return Math.log1p(t / classes);
+  let m = -Infinity;
+  for (let j = 0; j < classes; j++) m = Math.max(m, logits[o + j]);
+  let s = 0;
+  for (let j = 0; j < classes; j++) s += Math.exp(logits[o + j] - m);
+  return m + Math.log(s) - zy - Math.log(classes);
+}
+
+/**
+ * Per-example loss, correctness and input gradient from one forward and one backward pass
+ * (the gradient of the summed cross-entropy: row i is example i's own, as examples do not
+ * mix). The loss is {@link crossEntropyExcess} (CE - ln C in float64 from the logits, read
+ * back once per call), so APGD's comparisons see progress wherever the logits change, at any
+ * logit scale; the gradient is the float32 cross-entropy's.
  *
  * @param logitsFn inputs -> logits [b, C], inference mode.
  * @param labels int32 [b] (kept by the caller).
@@ -46,30 +88,28 @@ export function lossPoints(
 ): LossPointFn {
   const truth = labels.dataSync(); // read once: the labels do not change between evaluations
   return (x) => {
-    let perExample: tf.Tensor | null = null;
     let predicted: tf.Tensor | null = null;
     let kept: tf.Tensor | null = null;
     const { value, grad } = tf.valueAndGrad((z: tf.Tensor) => {
       const logits = logitsFn(z);
       kept = tf.keep(logits);
-      const per = crossEntropy(logits, labels, "none", "apgd");
-      perExample = tf.keep(per);
       predicted = tf.keep(tf.argMax(logits, 1));
-      return tf.sum(per) as tf.Scalar;
+      return crossEntropy(logits, labels, "sum", "apgd");
     })(x);
     value.dispose();
     const logits = kept as unknown as tf.Tensor;
-    const loss = Float32Array.from((perExample as unknown as tf.Tensor).dataSync());
     const pred = (predicted as unknown as tf.Tensor).dataSync();
     const values = logits.dataSync();
+    const c = logits.shape[1] as number;
     const correct = Uint8Array.from(pred, (p, i) => (p === truth[i] ? 1 : 0));
-    tf.dispose([perExample as unknown as tf.Tensor, predicted as unknown as tf.Tensor, logits]);
+    tf.dispose([predicted as unknown as tf.Tensor, logits]);
     try {
-      checkLogitRows(values, logits.shape[1] as number);
+      checkLogitRows(values, c);
     } catch (e) {
       grad.dispose();
       throw e;
     }
+    const loss = Float64Array.from(pred, (_, i) => crossEntropyExcess(values, c, i, truth[i]));
     if (mask === undefined || mask === null) return { loss, correct, grad };
     const masked = tf.tidy(() => mask(grad));
     grad.dispose();
@@ -127,7 +167,7 @@ function ascent(x: tf.Tensor, g: tf.Tensor, eta: Float64Array, norm: AttackNorm)
       b,
       ...x.shape.slice(1).map(() => 1),
     ]);
-    return tf.add(x, tf.mul(etaT, norm === "linf" ? tf.sign(g) : unitDirection(g).direction));
+    return tf.add(x, tf.mul(etaT, norm === "linf" ? signOf(g) : unitDirection(g).direction));
   });
 }
 
@@ -156,6 +196,18 @@ export interface ApgdOptions {
  * (2) its eta was not halved at w_{j-1} and its best loss has not risen since then
  * (at the first checkpoint: since the start).
  * Start: x, or a random point of the ball when s.randomStart (seeded by s.seed).
+ *
+ * The one departure from the paper is how losses are compared (issue 38): "raised" and "best"
+ * compare the losses `at` gives, and {@link lossPoints} gives CE - ln C computed in float64
+ * from the logit differences ({@link crossEntropyExcess}), not the float32 cross-entropy. It is
+ * the same objective (a constant apart), so in exact arithmetic the rule is the paper's; but
+ * where the logits are tiny (a model whose logits are scaled by 1e-10) the cross-entropy sits
+ * at ln C + O(1e-10), below float32's resolution of 2.4e-7 there: every float32 loss was the
+ * same number, no step "raised" it, and conditions (1) and (2) halved eta at every checkpoint
+ * (10 steps: 2 eps down to 2 eps / 64), so APGD fell behind PGD. The difference form keeps the
+ * logits' relative precision at any scale; the float64 reading of the logits [b, C] costs one
+ * small read-back per evaluation, which the predictions needed anyway. (DLR, the paper's other
+ * loss, is scale-free too, but it is another objective and needs 3 classes.)
  *
  * @param at x -> loss, prediction and gradient per example ({@link lossPoints}).
  * @param x clean inputs [b, ...] (not disposed).
@@ -330,7 +382,9 @@ export function apgdIn(context: AttackContext): tf.Tensor {
  * l_2 (along g / ||g||_2), projected onto the eps-ball and the valid range. Step size: no
  * setting; it starts at 2 eps per example and halves at the paper's checkpoints when the loss
  * stops rising (then the example restarts from its best point); momentum 0.75 after the first
- * step. Returns per example a misclassified iterate when one was found, else the iterate of
+ * step. Losses are compared as CE - ln C in float64 from the logit differences, so a loss that
+ * float32 cannot resolve (logits scaled by 1e-10) does not halve the step at every checkpoint
+ * (see {@link apgdWithLoss}). Returns per example a misclassified iterate when one was found, else the iterate of
  * highest loss (so, unlike PGD's last iterate, a success at any step counts).
  * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (steps per run, as for
  * PGD, with one more loss and gradient evaluation; the paper uses 100), randomStart [true], restarts [1] (runs from new

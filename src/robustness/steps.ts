@@ -87,8 +87,23 @@ export function pgdStartL2(
 }
 
 /**
+ * The sign of every entry: 1, -1, or 0 where the entry is 0 (or NaN), exact at every magnitude.
+ * Not tf.sign: tfjs-backend-wasm 4.22's Sign kernel returns 0 for |x| below float32's epsilon
+ * (1.19e-7), which left every l_inf attack without a direction on the gradient entries below it
+ * (all of them for a model whose logits are scaled by 1e-8: FGSM then broke no input). Call
+ * inside tf.tidy.
+ *
+ * @param t float32, any shape; @returns float32, t's shape.
+ * @example signOf(tf.tensor1d([1e-9, -3, 0])) // [1, -1, 0] (tf.sign on wasm: [0, -1, 0])
+ */
+export function signOf(t: tf.Tensor): tf.Tensor {
+  return tf.sub(tf.cast(tf.greater(t, 0), "float32"), tf.cast(tf.less(t, 0), "float32"));
+}
+
+/**
  * One l_inf PGD step (Madry et al. 2018): clip(proj_{B_inf(x0, eps)}(x + stepSize * sign(grad))).
- * A zero gradient entry leaves its coordinate where it is. E.g. x = x0 = [0.98, 0.02], sign
+ * A zero gradient entry leaves its coordinate where it is; any other moves, however small
+ * ({@link signOf}). E.g. x = x0 = [0.98, 0.02], sign
  * [+1, -1], eps 0.05, step 0.05 gives [1, 0].
  *
  * @param x current point; @param x0 the clean input; @param grad loss gradient at x.
@@ -102,7 +117,9 @@ export function pgdStepLinf(
   stepSize: number,
   clip: ClipRange = [0, 1],
 ): tf.Tensor {
-  return tf.tidy(() => projectClip(tf.add(x, tf.mul(stepSize, tf.sign(grad))), x0, eps, "linf", clip));
+  return tf.tidy(() =>
+    projectClip(tf.add(x, tf.mul(stepSize, signOf(grad))), x0, eps, "linf", clip),
+  );
 }
 
 /**
@@ -126,7 +143,10 @@ export function pgdStepL2(
   const [next, zeros] = tf.tidy(() => {
     const { direction, nonZero } = unitDirection(grad);
     const moved = tf.add(x, tf.mul(stepSize, direction));
-    return [projectClip(moved, x0, eps, "l2", clip), tf.sum(tf.cast(tf.logicalNot(nonZero), "int32"))];
+    return [
+      projectClip(moved, x0, eps, "l2", clip),
+      tf.sum(tf.cast(tf.logicalNot(nonZero), "int32")),
+    ];
   });
   const count = onZeroGradient ? zeros.dataSync()[0] : 0;
   zeros.dispose();
@@ -165,7 +185,13 @@ export function randomStartPoint(
  *
  * @example projectClip(moved, x0, 0.1, "linf", [0, 1])
  */
-export function projectClip(x: tf.Tensor, x0: tf.Tensor, eps: number, norm: "linf" | "l2", clip: ClipRange): tf.Tensor {
+export function projectClip(
+  x: tf.Tensor,
+  x0: tf.Tensor,
+  eps: number,
+  norm: "linf" | "l2",
+  clip: ClipRange,
+): tf.Tensor {
   return clipTo(norm === "linf" ? projectLinf(x, x0, eps) : projectL2(x, x0, eps), clip);
 }
 

@@ -9,10 +9,16 @@ import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import { fgsm } from "../../src/robustness/fgsm.ts";
 import { pgd } from "../../src/robustness/pgd.ts";
 import { evaluateRobustness } from "../../src/robustness/evaluate.ts";
-import { apgdCheckpoints, apgdWithLoss, lossPoints } from "../../src/robustness/apgd.ts";
+import {
+  apgdCheckpoints,
+  apgdWithLoss,
+  crossEntropyExcess,
+  lossPoints,
+} from "../../src/robustness/apgd.ts";
 import { resolveAttackOptions } from "../../src/robustness/options.ts";
 import { lipschitzProxy } from "../../src/robustness/lipschitzProxy.ts";
 import { crossEntropySum, inferenceLogits } from "../../src/robustness/loss.ts";
+import { crossEntropy } from "../../src/train/loss.ts";
 
 await useBackend("wasm");
 
@@ -136,7 +142,8 @@ test("PGD's robust accuracy is at most FGSM's at the same eps (same examples), a
       );
       assert.equal(random.results[i].attacks.fgsm, undefined, "only the asked attack runs");
       // success = clean correct and broken
-      for (let e = 0; e < N; e++) if (r.attacks.pgd!.success[e]) assert.equal(noStart.cleanCorrect[e], 1);
+      for (let e = 0; e < N; e++)
+        if (r.attacks.pgd!.success[e]) assert.equal(noStart.cleanCorrect[e], 1);
     });
     const last = noStart.results.at(-1)!;
     assert.ok(
@@ -260,7 +267,11 @@ test("APGD: checkpoints as in the paper; eps 0 returns x; inside the ball and [0
   const y = tf.tensor1d(labels, "int32");
   const at = lossPoints(inferenceLogits(model), y);
   for (const norm of ["linf", "l2"] as const) {
-    const zero = apgdWithLoss(at, x, resolveAttackOptions({ norm, eps: 0, steps: 4, seed: 3 }, "test"));
+    const zero = apgdWithLoss(
+      at,
+      x,
+      resolveAttackOptions({ norm, eps: 0, steps: 4, seed: 3 }, "test"),
+    );
     assert.deepEqual(zero.dataSync(), clean, `${norm} eps 0`);
     zero.dispose();
     const eps = norm === "linf" ? 0.05 : 1;
@@ -289,8 +300,13 @@ test("APGD's step-size rule at the checkpoints (Croce and Hein 2020, conditions 
     };
     const seen = new Map<number, number>();
     const x0 = tf.zeros([1, 1]);
-    const settings = resolveAttackOptions({ eps: 1e5, steps: 100, randomStart: false, clip: [-1e9, 1e9] }, "test");
-    const out = apgdWithLoss(at, x0, settings, { onCheckpoint: (step, eta) => seen.set(step, eta[0]) });
+    const settings = resolveAttackOptions(
+      { eps: 1e5, steps: 100, randomStart: false, clip: [-1e9, 1e9] },
+      "test",
+    );
+    const out = apgdWithLoss(at, x0, settings, {
+      onCheckpoint: (step, eta) => seen.set(step, eta[0]),
+    });
     tf.dispose([out, x0]);
     assert.equal(calls, 101, "steps + 1 evaluations");
     return seen;
@@ -316,10 +332,29 @@ test("APGD's robust accuracy is never above PGD's on the same inputs and budget 
     ["linf", [0, 0.005, 0.01, 0.02]],
     ["l2", [0, 0.1, 0.25, 0.5]],
   ] as const) {
-    const ev = evaluateRobustness(model, x, labels, { norm, eps, steps: 10, seed: 0, attack: ["pgd", "apgd"], batchSize: 32 });
-    const few = evaluateRobustness(model, x, labels, { norm, eps, steps: 1, seed: 0, attack: ["pgd", "apgd"], batchSize: 32 });
+    const ev = evaluateRobustness(model, x, labels, {
+      norm,
+      eps,
+      steps: 10,
+      seed: 0,
+      attack: ["pgd", "apgd"],
+      batchSize: 32,
+    });
+    const few = evaluateRobustness(model, x, labels, {
+      norm,
+      eps,
+      steps: 1,
+      seed: 0,
+      attack: ["pgd", "apgd"],
+      batchSize: 32,
+    });
     // With a single step APGD moves once, as PGD does.
-    few.results.forEach((r) => assert.ok(r.attacks.apgd!.robustAccuracy <= r.attacks.pgd!.robustAccuracy + 2 / N, `${norm} 1 step eps ${r.eps}`));
+    few.results.forEach((r) =>
+      assert.ok(
+        r.attacks.apgd!.robustAccuracy <= r.attacks.pgd!.robustAccuracy + 2 / N,
+        `${norm} 1 step eps ${r.eps}`,
+      ),
+    );
     assert.equal(ev.results[0].attacks.apgd!.robustAccuracy, ev.cleanAccuracy, `${norm}: eps 0`);
     for (const r of ev.results) {
       const a = r.attacks.apgd!.robustAccuracy;
@@ -331,16 +366,137 @@ test("APGD's robust accuracy is never above PGD's on the same inputs and budget 
 });
 
 test("APGD restarts: never fewer inputs broken than one run, deterministic; --restarts is checked", () => {
-  const one = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", batchSize: 32 });
-  const three = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", restarts: 3, batchSize: 32 });
-  const again = evaluateRobustness(model, x, labels, { norm: "linf", eps: [0.005, 0.01], steps: 5, seed: 2, attack: "apgd", restarts: 3, batchSize: 32 });
+  const one = evaluateRobustness(model, x, labels, {
+    norm: "linf",
+    eps: [0.005, 0.01],
+    steps: 5,
+    seed: 2,
+    attack: "apgd",
+    batchSize: 32,
+  });
+  const three = evaluateRobustness(model, x, labels, {
+    norm: "linf",
+    eps: [0.005, 0.01],
+    steps: 5,
+    seed: 2,
+    attack: "apgd",
+    restarts: 3,
+    batchSize: 32,
+  });
+  const again = evaluateRobustness(model, x, labels, {
+    norm: "linf",
+    eps: [0.005, 0.01],
+    steps: 5,
+    seed: 2,
+    attack: "apgd",
+    restarts: 3,
+    batchSize: 32,
+  });
   three.results.forEach((r, i) => {
-    assert.ok(r.attacks.apgd!.robustAccuracy <= one.results[i].attacks.apgd!.robustAccuracy, `eps ${r.eps}`);
+    assert.ok(
+      r.attacks.apgd!.robustAccuracy <= one.results[i].attacks.apgd!.robustAccuracy,
+      `eps ${r.eps}`,
+    );
     assert.deepEqual(r.attacks.apgd!.success, again.results[i].attacks.apgd!.success);
     // Every input the single run broke stays broken (the first run is the same run).
-    one.results[i].attacks.apgd!.success.forEach((s, e) => assert.ok(!s || r.attacks.apgd!.success[e], `eps ${r.eps} input ${e}`));
+    one.results[i].attacks.apgd!.success.forEach((s, e) =>
+      assert.ok(!s || r.attacks.apgd!.success[e], `eps ${r.eps} input ${e}`),
+    );
   });
-  assert.throws(() => resolveAttackOptions({ eps: 0.1, restarts: 0 }, "apgd"), /apgd: restarts must be an integer >= 1, got 0/);
+  assert.throws(
+    () => resolveAttackOptions({ eps: 0.1, restarts: 0 }, "apgd"),
+    /apgd: restarts must be an integer >= 1, got 0/,
+  );
+});
+
+test("crossEntropyExcess is CE - ln C in float64, and orders losses that float32's cross-entropy cannot tell apart", () => {
+  const rows = [
+    [1.5, -2, 0.25],
+    [-Infinity, 3, 1],
+    [0, 800, -800],
+  ];
+  for (const [r, z] of rows.entries())
+    for (const y of [0, 1, 2]) {
+      if (z[y] === -Infinity) continue;
+      const m = Math.max(...z);
+      const ce = m + Math.log(z.reduce((a, v) => a + Math.exp(v - m), 0)) - z[y];
+      const got = crossEntropyExcess(z, 3, 0, y);
+      assert.ok(
+        Math.abs(got - (ce - Math.log(3))) <= 1e-12 * Math.max(1, Math.abs(ce)),
+        `row ${r} label ${y}: ${got} vs ${ce - Math.log(3)}`,
+      );
+    }
+  assert.equal(crossEntropyExcess([-Infinity, 3, 1], 3, 0, 0), Infinity, "a true class ruled out");
+  // Logits of size 1e-10: float32's cross-entropy is ln 3 for both rows; the excess orders them.
+  const near = [
+    [1e-10, 0, 0],
+    [2e-10, 0, 0],
+  ];
+  const f32 = tf.tidy(() =>
+    crossEntropy(tf.tensor2d(near), tf.tensor1d([0, 0], "int32"), "none").dataSync(),
+  );
+  assert.equal(f32[0], f32[1], "float32 cannot tell them apart");
+  const [a, b] = near.map((z) => crossEntropyExcess(z, 3, 0, 0));
+  assert.ok(b < a && a < 0, `${b} < ${a} < 0`);
+  assert.ok(Math.abs(a - Math.log1p((2 * Math.expm1(-1e-10)) / 3)) < 1e-24);
+});
+
+test("APGD under a flat loss (logits scaled by 1e-10): robust accuracy at most PGD's, and the step size does not collapse", () => {
+  // Issue 38: float32 resolves the cross-entropy near ln 10 to 2.4e-7 only, so with logits of
+  // size 1e-10 every loss compared equal and APGD halved its step at all 6 checkpoints of 10
+  // steps (2 eps -> 2 eps / 64, every input); on wasm, l_inf steps also lost every gradient
+  // entry below 1.2e-7 (tf.sign), so FGSM broke no input.
+  const scaled = Object.create(model) as TransformerClassifier;
+  scaled.forward = (input, options) => ({
+    logits: tf.tidy(() => tf.mul(model.forward(input, options).logits, 1e-10)),
+    trace: null,
+  });
+  const y = tf.tensor1d(labels, "int32");
+  const at = lossPoints(inferenceLogits(scaled), y);
+  for (const [norm, eps] of [
+    ["l2", [0.1, 0.2, 0.4]],
+    ["linf", [0.003, 0.01, 0.02]],
+  ] as const) {
+    const ev = evaluateRobustness(scaled, x, labels, {
+      norm,
+      eps,
+      steps: 10,
+      seed: 0,
+      attack: ["fgsm", "pgd", "apgd"],
+      batchSize: 32,
+    });
+    for (const r of ev.results) {
+      const a = r.attacks.apgd!.robustAccuracy;
+      const p = r.attacks.pgd!.robustAccuracy;
+      assert.ok(a <= p + 2 / N, `${norm} eps ${r.eps}: apgd ${a} > pgd ${p}`);
+    }
+    const last = ev.results[ev.results.length - 1].attacks;
+    assert.ok(
+      last.fgsm!.robustAccuracy <= ev.cleanAccuracy - 0.1,
+      `${norm}: FGSM breaks inputs (${last.fgsm!.robustAccuracy} vs clean ${ev.cleanAccuracy})`,
+    );
+    for (const e of eps) {
+      let final = new Float64Array(0);
+      const adv = apgdWithLoss(
+        at,
+        x,
+        resolveAttackOptions({ norm, eps: e, steps: 10, seed: 0 }, "test"),
+        {
+          onCheckpoint: (_step, eta) => (final = eta),
+          onWarning: () => {},
+        },
+      );
+      adv.dispose();
+      const floor = (2 * e) / 64;
+      const collapsed = final.filter((v) => v <= floor * (1 + 1e-9)).length;
+      assert.equal(final.length, N);
+      assert.ok(
+        collapsed <= N / 4,
+        `${norm} eps ${e}: ${collapsed} of ${N} step sizes at the floor ${floor}`,
+      );
+    }
+  }
+  y.dispose();
 });
 
 test("teardown", () => {

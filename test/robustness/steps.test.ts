@@ -7,6 +7,7 @@ import {
   pgdStepL2,
   pgdStepLinf,
   projectL2,
+  signOf,
 } from "../../src/robustness/steps.ts";
 import { pgdWithGradient } from "../../src/robustness/pgd.ts";
 import { randomOffsetL2, randomOffsetLinf } from "../../src/robustness/random.ts";
@@ -73,6 +74,15 @@ test("the l_inf step is projected onto the eps ball around the clean input", () 
   const next = pgdStepLinf(x, x0, grad, 0.05, 0.04);
   close(next.dataSync(), [0.55, 0.45, 0.5], 1e-6, "projected; zero gradient entry stays");
   tf.dispose([x0, x, grad, next]);
+});
+
+test("the l_inf step moves along every non-zero gradient entry, however small (wasm's Sign zeroes those below 1.2e-7)", () => {
+  const g = tf.tensor2d([[1e-9, -1e-12, 0, 3e-30, -2, 1.1e-7]]);
+  assert.deepEqual(Array.from(tf.tidy(() => signOf(g)).dataSync()), [1, -1, 0, 1, -1, 1]);
+  const x = tf.fill([1, 6], 0.5);
+  const next = pgdStepLinf(x, x, g, 0.1, 0.05);
+  close(next.dataSync(), [0.55, 0.45, 0.5, 0.55, 0.45, 0.55], 1e-7, "step");
+  tf.dispose([g, x, next]);
 });
 
 test("the l_2 step follows the normalised gradient and is projected onto the ball", () => {
