@@ -7,6 +7,7 @@ import { benchHf } from "./hf.bench.ts";
 import { benchTokenizers } from "./tokenizers.bench.ts";
 import { benchExplorer } from "./explorer.bench.ts";
 import { benchStartup } from "./startup.bench.ts";
+import { benchScale } from "./scale.bench.ts";
 
 /**
  * `npm run bench [-- suite ...]`: runs each benchmark suite, prints its tables (ratios
@@ -21,6 +22,7 @@ const suites: Record<string, () => Promise<Record<string, unknown>>> = {
   tokenizers: benchTokenizers,
   explorer: benchExplorer,
   startup: benchStartup,
+  scale: benchScale,
 };
 
 const wanted = process.argv.slice(2);

@@ -4,12 +4,8 @@ import { disposeTrace } from "../nn/trace.ts";
 import type { LayerReport } from "../lipschitz/compose.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
 import { ALL_VARIANTS, checkVariants, defaultVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
-import {
-  blockLipschitz,
-  headLipschitz,
-  TRUTH_METHOD,
-  type PowerIterationResult,
-} from "../lipschitz/truth/powerIteration.ts";
+import { TRUTH_METHOD, type PowerIterationResult } from "../lipschitz/truth/powerIteration.ts";
+import { blockTruthAt, type BlockTruths } from "./blockTruths.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import { summarize, type Summary } from "../stats.ts";
 import { InputError } from "../util/errors.ts";
@@ -109,6 +105,25 @@ export interface BlockAnalysis extends BoundsAgainstTruth, TruthRecord {
   ln2: number[];
   mlpLocal: number[];
   mlpRelaxed: number[];
+}
+
+/**
+ * One step of one stage of an analysis ({@link AnalyzeOptions.onStage}): `done` of `total`
+ * units of `stage` at input `input` (1-based among this call's inputs, of `inputs`), and the
+ * seconds the stage has taken so far at this input (for the batch's bounds: at this batch).
+ */
+export interface StageProgress {
+  /** "true values": Lanczos estimates of a block's (and its heads') local constant, per block. */
+  stage: "bounds" | "network true value" | "true values";
+  input: number;
+  inputs: number;
+  done: number;
+  total: number;
+  /** What is counted: "layer" (bounds: the top-level layers, a whole block being one) or "block". */
+  unit: "layer" | "block";
+  /** The layer or block just finished, e.g. "blocks.3" or "block 3 and heads". */
+  name: string;
+  seconds: number;
 }
 
 /** Medians and quartiles of bounds, true values and ratios. */
@@ -251,6 +266,12 @@ export interface AnalyzeOptions {
   batchSize?: number;
   /** Called after each input with (done, total). */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * Called as each stage of an input advances ({@link StageProgress}): after each top-level
+   * layer of the bounds, the network's true value, and each block's true values; for progress lines
+   * on models where one input takes minutes.
+   */
+  onStage?: (progress: StageProgress) => void;
   /** The position of the first input among all inputs analysed, for messages (a worker's slice) [0]. */
   inputOffset?: number;
   /** Largest number of attention rows kept in `attentionRows` (default 5000). */
@@ -396,16 +417,27 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     try {
       collectAttention(trace!, start === 0, allRows, attentionMaps);
       const t0 = performance.now();
-      const report = networkBounds(model, trace!, { mlp: options.mlp, variants });
+      const stage = options.onStage;
+      const report = networkBounds(model, trace!, {
+        mlp: options.mlp,
+        variants,
+        onLayer:
+          stage === undefined
+            ? undefined
+            : (p) =>
+                stage({ stage: "bounds", input: start + p.example + 1, inputs: count, done: p.layer, total: p.layers, unit: "layer", name: p.name, seconds: (performance.now() - t0) / 1000 }),
+      });
       boundSeconds += (performance.now() - t0) / 1000;
       inputSpace = report.inputSpace;
       for (const ex of report.examples) collectNotes(ex.layers, notes);
       const t1 = performance.now();
       const netTrue = truth.network ? networkLipschitz(model, x, { mask: mask ?? undefined }) : null;
+      if (netTrue !== null) stage?.({ stage: "network true value", input: start + size, inputs: count, done: 1, total: 1, unit: "block", name: "network", seconds: (performance.now() - t1) / 1000 });
       for (let e = 0; e < size; e++) {
         const ex = report.examples[e];
         pushValues(network, ex.network, netTrue ? netTrue[e] : NaN);
         const blockTrue: number[] = [];
+        const blockStart = performance.now();
         ex.blocks.forEach((b, i) => {
           if (!blocks[i])
             blocks[i] = {
@@ -419,32 +451,26 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
               mlpRelaxed: [],
             };
           const target = blocks[i];
-          const blockInput = tf.slice(trace!.blocks[i].input, e, 1);
-          const attnInput = tf.slice(trace!.blocks[i].attnInput, e, 1);
-          const exMask = mask ? tf.slice(mask, e, 1) : null;
-          try {
-            const est = truth.blocks ? blockLipschitz(model, i, blockInput, exMask, iteration) : null;
-            pushValues(target, b.block, est ? est.value : NaN);
-            blockTrue.push(est ? est.value : NaN);
-            pushRecord(target, est);
-            target.ln1.push(b.ln1);
-            target.ln2.push(b.ln2);
-            target.mlpLocal.push(b.mlp.local);
-            target.mlpRelaxed.push(b.mlp.relaxed);
-            b.heads.forEach((hr, h) => {
-              const headEst = truth.heads ? headLipschitz(model, i, h, attnInput, exMask, iteration) : null;
-              const head = target.heads[h];
-              pushValues(head, hr.values, headEst ? headEst.value : NaN);
-              pushRecord(head, headEst);
-              head.stats.meanSigma.push(hr.stats.meanSigma);
-              head.stats.maxSigma.push(hr.stats.maxSigma);
-              head.stats.meanTop.push(hr.stats.meanTop);
-              head.stats.meanEntropy.push(hr.stats.meanEntropy);
-            });
-          } finally {
-            tf.dispose([blockInput, attnInput]);
-            exMask?.dispose();
-          }
+          const { block: est, heads: headEsts } = blockTruthAt(model, trace!, i, e, mask, iteration, truth);
+          pushValues(target, b.block, est ? est.value : NaN);
+          blockTrue.push(est ? est.value : NaN);
+          pushRecord(target, est);
+          target.ln1.push(b.ln1);
+          target.ln2.push(b.ln2);
+          target.mlpLocal.push(b.mlp.local);
+          target.mlpRelaxed.push(b.mlp.relaxed);
+          b.heads.forEach((hr, h) => {
+            const headEst = headEsts[h];
+            const head = target.heads[h];
+            pushValues(head, hr.values, headEst ? headEst.value : NaN);
+            pushRecord(head, headEst);
+            head.stats.meanSigma.push(hr.stats.meanSigma);
+            head.stats.maxSigma.push(hr.stats.maxSigma);
+            head.stats.meanTop.push(hr.stats.meanTop);
+            head.stats.meanEntropy.push(hr.stats.meanEntropy);
+          });
+          if (truth.blocks || truth.heads)
+            stage?.({ stage: "true values", input: start + e + 1, inputs: count, done: i + 1, total: ex.blocks.length, unit: "block", name: `block ${i}${truth.blocks ? "" : " heads"}${truth.blocks && truth.heads ? " and heads" : ""}`, seconds: (performance.now() - blockStart) / 1000 });
         });
         floors.push(compositionFloor(ex, blockTrue));
         for (const layer of ex.layers)
@@ -470,6 +496,49 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     notes: [...notes],
     seconds: { bounds: boundSeconds, truth: truthSeconds },
   };
+}
+
+/**
+ * A part analysed without block and head true values (options.truth.blocks and .heads false),
+ * completed with true values computed elsewhere ({@link blockTruths}, e.g. in worker threads,
+ * block by block): each value, ratio, convergence record and the composition floor are what
+ * {@link analyzeExamples} with those true values gives, bit for bit.
+ *
+ * @param part from analyzeExamples with truth { blocks: false, heads: false } (not modified).
+ * @param truths covering blocks of the part's model, each at every input of the part.
+ * @returns a new part.
+ * @throws RangeError when a truth's input count or block index does not match the part.
+ * @example withBlockTruths(analyzeExamples(model, x, { truth: { blocks: false, heads: false } }), [blockTruths(model, x, [0, 1], { truth })])
+ */
+export function withBlockTruths(part: AnalysisPart, truths: readonly BlockTruths[]): AnalysisPart {
+  const out = structuredClone(part);
+  const fill = (target: BoundsAgainstTruth & TruthRecord, e: number, est: PowerIterationResult | null) => {
+    if (est === null) return;
+    target.true[e] = est.value;
+    for (const v of variantsOf(target.bounds)) target.ratios[v][e] = est.value > 0 ? target.bounds[v][e] / est.value : NaN;
+    target.iterations[e] = est.iterations;
+    target.residual[e] = est.residual;
+    target.relativeChange[e] = est.relativeChange;
+    target.converged[e] = est.converged;
+  };
+  for (const t of truths)
+    t.blocks.forEach((i, k) => {
+      const block = out.blocks[i];
+      if (block === undefined) throw new RangeError(`withBlockTruths: the part has no block ${i}`);
+      if (t.values[k].length !== out.inputs)
+        throw new RangeError(`withBlockTruths: block ${i} has ${t.values[k].length} inputs, the part ${out.inputs}`);
+      t.values[k].forEach((at, e) => {
+        fill(block, e, at.block);
+        at.heads.forEach((est, h) => fill(block.heads[h], e, est));
+      });
+    });
+  // The composition floor from the block true values, as analyzeExamples forms it: the factors
+  // outside the blocks (in the trace's order), times each block's true value.
+  for (let e = 0; e < out.inputs; e++) {
+    const outside = Object.values(out.outside).reduce((p, values) => p * values[e], 1);
+    out.compositionFloor[e] = compositionFloor({ outside }, out.blocks.map((b) => b.true[e]));
+  }
+  return out;
 }
 
 /** Adds the `note` of every layer report's detail (recursively) to `notes`. */

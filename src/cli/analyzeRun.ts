@@ -9,7 +9,7 @@ import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { checkDataTask, modelInputs, type ModelInputs } from "../robustness/modelInputs/index.ts";
 import { InputError } from "../util/errors.ts";
-import { progressLine } from "../util/progressLine.ts";
+import { stageProgress } from "../util/stageProgress.ts";
 import type { Analysis } from "../analysis/analyze.ts";
 import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
@@ -55,7 +55,11 @@ export interface AnalyzeRun {
    * the results do not depend on it) [the number of cores].
    */
   workers?: number;
-  /** Print the per-layer tables (default true). */
+  /**
+   * Print the per-layer tables, and on stderr the progress and the notes (fewer inputs than
+   * asked, a costly exact MLP) (default true). false: the tables, the progress and the notes
+   * are left out (the result and the files hold everything).
+   */
   print?: boolean;
 }
 
@@ -105,10 +109,10 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
         encoding: run.encoding,
       })
       .catch(asInputError);
-    if (inputs.count < run.n)
+    if (inputs.count < run.n && run.print !== false)
       console.error(`analyze: ${imported ? "the data has" : "the test split has"} ${inputs.count} ${imported ? "examples" : "held-out examples"}; using all of them (asked for ${run.n})`);
     const cost = exactMlpCost(model.config, inputs.x.shape[1] as number);
-    if (run.mlp === "local" && cost > EXACT_MLP_WARNING_FLOPS)
+    if (run.mlp === "local" && cost > EXACT_MLP_WARNING_FLOPS && run.print !== false)
       console.error(
         `analyze: warning: --mlp local forms each token's MLP Jacobian exactly: about ${(cost / 1e9).toFixed(0)} GFLOP per input for this model (minutes to hours); --mlp relaxed takes seconds`,
       );
@@ -149,6 +153,9 @@ function asInputError(e: unknown): never {
   throw e;
 }
 
+/** The progress of a run with `print: false`: nothing on stderr. */
+const QUIET_PROGRESS = { onProgress: () => {}, onStage: () => {}, end: () => {} };
+
 /** Runs {@link analyze} on prepared inputs (disposed here), prints the tables, writes the files. */
 async function analyzeAndWrite(
   model: TransformerClassifier,
@@ -158,7 +165,7 @@ async function analyzeAndWrite(
   imported: boolean,
   tokenizer: TextTokenizer | null,
 ): Promise<AnalyzeResult> {
-  const progress = analysisProgress();
+  const progress = run.print === false ? QUIET_PROGRESS : analysisProgress();
   const split = inputs.info;
   // The attention maps are of the first input: keep it for the report.
   const firstInput = firstInputOf(inputs.x, inputs.mask, tokenizer === null ? undefined : (ids) => tokenizer.decode(ids));
@@ -174,6 +181,7 @@ async function analyzeAndWrite(
       seed: run.seed,
       truth: { heads: run.headTruth, blocks: run.blockTruth },
       onProgress: progress.onProgress,
+      onStage: progress.onStage,
     });
   } catch (e) {
     asInputError(e); // e.g. an L2 variant asked of dot-product attention: "analyze: --variants ..."
@@ -201,7 +209,10 @@ async function analyzeAndWrite(
   return { ...analysis, split };
 }
 
-/** Progress of the analysis over inputs. */
+/**
+ * Progress of the analysis: over inputs, and within an input over its stages (bounds layer by
+ * layer, the network's true value, the true values block by block), with the time left.
+ */
 function analysisProgress() {
-  return progressLine("input", (done, total) => `  analyzed ${done}/${total} inputs`);
+  return stageProgress("analyze");
 }

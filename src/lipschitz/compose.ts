@@ -35,6 +35,18 @@ export interface LayerReport {
   children: LayerReport[];
 }
 
+/**
+ * Where {@link composeBounds} is: after each top-level layer (a whole block is one) of each
+ * example, `layer` of `layers` (1-based) named `name` at example `example` (0-based) of `examples`.
+ */
+export interface LayerProgress {
+  example: number;
+  examples: number;
+  layer: number;
+  layers: number;
+  name: string;
+}
+
 /** All layers of one example and their composition. */
 export interface ComposedExample {
   layers: LayerReport[];
@@ -136,6 +148,7 @@ export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVarian
  *   attention p [b, H, n, n]), mask [b, n] or null, allowed broadcastable to [b, 1, n, n] or null.
  *   Tensors are read, not disposed.
  * @param options.mlp "local" (default) or "relaxed" (see networkBounds).
+ * @param options.onLayer called after each top-level layer of each example ({@link LayerProgress}).
  * @param options.variants the head variants to compute (default {@link traceDefaultVariants}:
  *   HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` when the trace holds L2 attention; see
  *   checkVariants).
@@ -149,7 +162,7 @@ export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVarian
 export function composeBounds(
   weights: Weights,
   trace: LayerTrace,
-  options: Partial<RuleOptions> = {},
+  options: Partial<RuleOptions> & { onLayer?: (progress: LayerProgress) => void } = {},
 ): ComposedExample[] {
   const mlp = options.mlp ?? "local";
   if (mlp !== "local" && mlp !== "relaxed")
@@ -159,7 +172,11 @@ export function composeBounds(
     "composeBounds",
   );
   const ruleOptions: RuleOptions = { mlp, variants };
-  const resolved = trace.layers.map((l) => resolve(l, weights));
+  // Resolved (weights looked up, weight-only quantities prepared) as each layer is first reached,
+  // so that progress lines also cover the preparation (the weight norms of a BERT-base's first
+  // analysis take about a minute: docs/performance.md).
+  const resolved: Resolved[] = [];
+  const resolvedAt = (i: number) => (resolved[i] ??= resolve(trace.layers[i], weights));
   const tensors = tensorsOf(trace.layers);
   if (trace.mask) tensors.push(trace.mask);
   if (tensors.length === 0) throw new RangeError("composeBounds: the trace holds no tensor");
@@ -230,7 +247,11 @@ export function composeBounds(
   const examples: ComposedExample[] = [];
   for (let e = 0; e < b; e++) {
     const mask = masksFor(e);
-    const layers = resolved.map((r) => evaluate(r, e, mask).report);
+    const layers = trace.layers.map((l, i) => {
+      const report = evaluate(resolvedAt(i), e, mask).report;
+      options.onLayer?.({ example: e, examples: b, layer: i + 1, layers: trace.layers.length, name: l.name });
+      return report;
+    });
     const network = perVariant((name) => layers.reduce((p, l) => p * l.values[name], 1), variants);
     examples.push({ layers, network });
   }

@@ -3,7 +3,7 @@ import { TRACE_NAMES, type ForwardTrace, type LayerTrace } from "../nn/trace.ts"
 import { checkVariants, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
 import type { MlpBound } from "./rules/mlp.ts";
 import type { Weights } from "./rules/weightNorms.ts";
-import { composeBounds, traceDefaultVariants, type LayerReport } from "./compose.ts";
+import { composeBounds, traceDefaultVariants, type LayerProgress, type LayerReport } from "./compose.ts";
 import type { AttentionDetail, HeadReport } from "./layers/attention.ts";
 
 export { attentionStats, type AttentionStats, type HeadReport } from "./layers/attention.ts";
@@ -75,6 +75,8 @@ export interface NetworkBoundsOptions {
    * exact query path, the dominant cost on long sequences (O(n^2 d_k^2) per head).
    */
   variants?: readonly HeadVariant[];
+  /** Called after each top-level layer (a whole block is one) of each example: progress lines. */
+  onLayer?: (progress: LayerProgress) => void;
 }
 
 /**
@@ -136,7 +138,7 @@ export function networkBounds(
     options.variants ?? traceDefaultVariants(trace.layers),
     "networkBounds",
   );
-  const examples = composeBounds(weights, trace, { mlp: mlpChoice, variants }).map((ex) => ({
+  const examples = composeBounds(weights, trace, { mlp: mlpChoice, variants, onLayer: options.onLayer }).map((ex) => ({
     layers: ex.layers,
     ...classifierView(ex.layers),
     network: ex.network,

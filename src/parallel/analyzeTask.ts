@@ -1,5 +1,6 @@
 import { type BackendName, type tf } from "../backend.ts";
-import { analyze, analyzeExamples, finishAnalysis, type Analysis, type AnalysisPart, type AnalyzeOptions } from "../analysis/analyze.ts";
+import { analyze, analyzeExamples, finishAnalysis, withBlockTruths, type Analysis, type AnalysisPart, type AnalyzeOptions } from "../analysis/analyze.ts";
+import { blockTruths, type BlockTruths } from "../analysis/blockTruths.ts";
 import type { Model } from "../nn/create.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { checkWorkers } from "./workerCount.ts";
@@ -18,13 +19,25 @@ import { withModelInputs, type ModelInputsPayload } from "./workerInputs.ts";
 
 /** What one worker analyses. */
 interface AnalyzeTaskPayload extends ModelInputsPayload {
-  options: Omit<AnalyzeOptions, "mask" | "onProgress">;
+  options: Omit<AnalyzeOptions, "mask" | "onProgress" | "onStage">;
 }
 
 /** The worker side: analyses one slice, keeping every attention row for the join. */
 export const ANALYZE_TASK: TaskSpec<AnalyzeTaskPayload, AnalysisPart> = {
   name: "analyze",
   run: (task) => withModelInputs(task, (model, x, mask) => analyzeExamples(model, x, { ...task.options, mask })),
+};
+
+/** What one worker computes when one input (or a few) is split by block: some blocks' true values. */
+interface BlockTruthTaskPayload extends ModelInputsPayload {
+  blocks: number[];
+  options: { maxIterations: number; tolerance: number; seed: number; batchSize: number; truth: { blocks: boolean; heads: boolean } };
+}
+
+/** The worker side of the split by block: the listed blocks' (and heads') true values at every input. */
+export const BLOCK_TRUTH_TASK: TaskSpec<BlockTruthTaskPayload, BlockTruths> = {
+  name: "block-truths",
+  run: (task) => withModelInputs(task, (model, x, mask) => blockTruths(model, x, task.blocks, { ...task.options, mask })),
 };
 
 /** The fewest inputs a worker is given (fewer run in this thread). */
@@ -69,8 +82,12 @@ export async function analyzeInWorkers(
   // also grows with its slice).
   const per = Math.min(options.batchSize ?? 16, Math.max(MIN_SLICE, Math.ceil(count / (workers * SLICES_PER_WORKER))));
   const slices = contiguousSlices(count, per);
+  const truth = { network: true, blocks: true, heads: true, ...options.truth };
+  if (workers > 1 && slices.length <= 1 && (truth.blocks || truth.heads) && model.config.blocks > 1)
+    return analyzeByBlock(model, inputs, workers, options);
   if (workers <= 1 || slices.length <= 1) return analyze(model, inputs, options);
-  const { workers: _w, backend, onProgress, mask, ...rest } = options;
+  // onStage stays here: a worker's stages are not reported (its slices are counted by onProgress).
+  const { workers: _w, backend, onProgress, onStage: _s, mask, ...rest } = options;
   const shared = shareModel(model as unknown as Model);
   const values = (await inputs.data()) as Float32Array | Int32Array;
   const maskValues = mask ? ((await mask.data()) as Float32Array | Int32Array) : null;
@@ -93,6 +110,67 @@ export async function analyzeInWorkers(
       }),
     );
     return finishAnalysis(parts, options);
+  } finally {
+    await pool.close();
+  }
+}
+
+/**
+ * Too few inputs to give every worker a slice (one input of a BERT-base is the usual case): the
+ * work of those inputs is split by block instead. One worker computes the bounds and the
+ * network's true value with the block and head true values left out; the others (and that one,
+ * once done) compute the true values of groups of blocks, each over its own forward pass of the
+ * same batches (src/analysis/blockTruths.ts); the two are joined by withBlockTruths. The values
+ * are those of {@link analyze} in one thread, bit for bit (a test compares them).
+ */
+async function analyzeByBlock(model: TransformerClassifier, inputs: tf.Tensor, workers: number, options: ParallelAnalyzeOptions): Promise<Analysis> {
+  const { workers: _w, backend, onProgress, onStage, mask, ...rest } = options;
+  const count = inputs.shape[0] ?? 0;
+  const truth = { network: true, blocks: true, heads: true, ...options.truth };
+  const blocks = model.config.blocks;
+  // Groups of contiguous blocks, two per worker: each group pays one forward pass, and smaller
+  // groups even out a slow block.
+  const groups = Math.min(blocks, 2 * workers);
+  const shared = shareModel(model as unknown as Model);
+  const base = {
+    model: shared,
+    backend: backend ?? "wasm",
+    x: sliceRows((await inputs.data()) as Float32Array | Int32Array, inputs, 0, count),
+    mask: mask ? sliceRows((await mask.data()) as Float32Array | Int32Array, mask, 0, count) : null,
+  };
+  const pool = new WorkerPool(workers);
+  const started = performance.now();
+  let blocksDone = 0;
+  try {
+    const boundsPart = pool.run<AnalysisPart>("analyze", {
+      ...base,
+      options: { ...rest, truth: { ...truth, blocks: false, heads: false }, maxAttentionRows: Infinity, inputOffset: 0 },
+    } satisfies AnalyzeTaskPayload);
+    const truthParts = Array.from({ length: groups }, (_, g) => {
+      const from = Math.floor((g * blocks) / groups);
+      const to = Math.floor(((g + 1) * blocks) / groups);
+      const list = Array.from({ length: to - from }, (_, k) => from + k);
+      return pool
+        .run<BlockTruths>("block-truths", {
+          ...base,
+          blocks: list,
+          options: {
+            maxIterations: options.maxIterations ?? 1000,
+            tolerance: options.tolerance ?? 1e-6,
+            seed: options.seed ?? 0,
+            batchSize: options.batchSize ?? 16,
+            truth: { blocks: truth.blocks, heads: truth.heads },
+          },
+        } satisfies BlockTruthTaskPayload)
+        .then((r) => {
+          blocksDone += list.length;
+          onStage?.({ stage: "true values", input: count, inputs: count, done: blocksDone, total: blocks, unit: "block", name: `blocks ${from}-${to - 1} (in worker threads)`, seconds: (performance.now() - started) / 1000 });
+          return r;
+        });
+    });
+    const [part, ...truths] = await inOrder<AnalysisPart | BlockTruths>([boundsPart, ...truthParts]);
+    onProgress?.(count, count);
+    return finishAnalysis([withBlockTruths(part as AnalysisPart, truths as BlockTruths[])], options);
   } finally {
     await pool.close();
   }

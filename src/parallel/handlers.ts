@@ -1,5 +1,5 @@
 import { enableWeightCache } from "../analysis/weightCacheStore.ts";
-import { ANALYZE_TASK } from "./analyzeTask.ts";
+import { ANALYZE_TASK, BLOCK_TRUTH_TASK } from "./analyzeTask.ts";
 import { ATTACK_TASK } from "./attackTask.ts";
 import { runRegisteredTask, registerTask } from "./tasks.ts";
 import { TRAIN_READY_TASK, TRAIN_STEP_TASK } from "./trainTask.ts";
@@ -13,6 +13,7 @@ import { TRAIN_READY_TASK, TRAIN_STEP_TASK } from "./trainTask.ts";
 // through the disk cache (src/analysis/weightCacheStore.ts).
 enableWeightCache();
 registerTask(ANALYZE_TASK);
+registerTask(BLOCK_TRUTH_TASK);
 registerTask(ATTACK_TASK);
 registerTask(TRAIN_READY_TASK);
 registerTask(TRAIN_STEP_TASK);

@@ -1,0 +1,319 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { tf, useBackend } from "../src/backend.ts";
+import { createModel, type Model } from "../src/nn/create.ts";
+import type { ModelConfigInput } from "../src/nn/config.ts";
+import type { TransformerClassifier } from "../src/nn/model.ts";
+import { disposeTrace } from "../src/nn/trace.ts";
+import { networkBounds } from "../src/lipschitz/networkBounds.ts";
+import type { HeadVariant } from "../src/lipschitz/rules/attentionHead.ts";
+import { mlpBound } from "../src/lipschitz/rules/mlp.ts";
+import { networkLipschitz } from "../src/lipschitz/truth/inputJacobian.ts";
+import { blockLipschitz, headLipschitz } from "../src/lipschitz/truth/powerIteration.ts";
+import { useWeightCacheStore } from "../src/lipschitz/weightCache.ts";
+import { weightCacheOnDisk } from "../src/analysis/weightCacheStore.ts";
+import { trainStep } from "../src/train/step.ts";
+import { AdamW } from "../src/train/optimizer.ts";
+import { renderTable } from "../src/util/table.ts";
+
+/**
+ * Issue 35's benchmark at real size: BERT-base (post-LN, 128 tokens), a ViT-B/16 (pre-LN, 224 x
+ * 224 x 3 images, patch 16: 197 tokens) and GPT-2 small (causal, 128 tokens), each built with
+ * random weights by attnlip itself (nothing downloaded). For one input, the time of every
+ * stage of an analysis, each as a ratio to one forward+backward pass of the same model (the
+ * gradient of the cross-entropy with respect to every parameter, as a training step takes it)
+ * measured in the same run; peak memory (the process's maximum resident set); and, where a
+ * Python with torch and transformers is found (ATTNLIP_BENCH_PYTHON, default python3), the
+ * same forward+backward in PyTorch, printed beside it and never required.
+ *
+ * Stages marked "extrapolated" are timed on a part (one block, one head, one token row) and
+ * multiplied out: the full stage would take minutes to hours. `ATTNLIP_SCALE_MODELS=bert-base`
+ * (a comma list) runs a subset.
+ */
+
+interface ScaleModel {
+  name: string;
+  config: ModelConfigInput;
+  /** One input of the model's kind. */
+  input(): tf.Tensor;
+  /** The PyTorch/transformers equivalent, for the optional reference (a Python expression). */
+  torch: string;
+}
+
+const BERT_BASE: ScaleModel = {
+  name: "bert-base",
+  config: {
+    kind: "text",
+    vocabSize: 30522,
+    maxLength: 512,
+    tokenTypes: 2,
+    dModel: 768,
+    heads: 12,
+    blocks: 12,
+    mlpHidden: 3072,
+    classes: 2,
+    norm: "post",
+    embeddingNorm: true,
+    finalNorm: false,
+    pooler: "tanh",
+    activation: "gelu-erf",
+    lnEps: 1e-12,
+  },
+  input: () => tf.tensor2d(Array.from({ length: 128 }, (_, i) => (i * 7919) % 30522), [1, 128], "int32"),
+  torch: "BertForSequenceClassification(BertConfig(num_labels=2)), {'input_ids': torch.randint(0, 30522, (B, 128))}",
+};
+
+const VIT_B16: ScaleModel = {
+  name: "vit-b16",
+  config: {
+    kind: "vit",
+    imageSize: 224,
+    channels: 3,
+    patchSize: 16,
+    dModel: 768,
+    heads: 12,
+    blocks: 12,
+    mlpHidden: 3072,
+    classes: 10,
+    norm: "pre",
+    activation: "gelu-erf",
+    lnEps: 1e-12,
+  },
+  input: () => tf.randomUniform([1, 224, 224, 3], 0, 1, "float32", 0),
+  torch: "ViTForImageClassification(ViTConfig(num_labels=10)), {'pixel_values': torch.rand(B, 3, 224, 224)}",
+};
+
+const GPT2_SMALL: ScaleModel = {
+  name: "gpt2-small",
+  config: {
+    kind: "text",
+    vocabSize: 50257,
+    maxLength: 1024,
+    dModel: 768,
+    heads: 12,
+    blocks: 12,
+    mlpHidden: 3072,
+    classes: 2,
+    norm: "pre",
+    causal: true,
+    pooling: "last",
+    headBias: false,
+    activation: "gelu-tanh",
+    lnEps: 1e-5,
+  },
+  input: () => tf.tensor2d(Array.from({ length: 128 }, (_, i) => (i * 7919) % 50257), [1, 128], "int32"),
+  torch: "GPT2ForSequenceClassification(GPT2Config(num_labels=2, pad_token_id=50256)), {'input_ids': torch.randint(0, 50000, (B, 128))}",
+};
+
+const MODELS = [BERT_BASE, VIT_B16, GPT2_SMALL];
+
+/** The variant families timed one at a time (cached weight norms, relaxed MLP). */
+const FAMILIES: [string, HeadVariant[]][] = [
+  ["t3 (paper, t3-one/half/top2/quad/exact)", ["paper", "t3-one", "t3-half", "t3-top2", "t3-quad", "t3-exact"]],
+  ["dist", ["dist"]],
+  ["cov", ["cov"]],
+  ["fused", ["fused"]],
+  ["castin", ["castin"]],
+];
+
+/** Products per block or head true value in the timed Lanczos runs (issue 35: 40). */
+const PRODUCTS = 40;
+
+const seconds = (t0: number) => (performance.now() - t0) / 1000;
+const peakMiB = () => process.resourceUsage().maxRSS / 1024;
+
+interface Stage {
+  stage: string;
+  seconds: number;
+  extrapolated: boolean;
+  note?: string;
+}
+
+async function forwardBackward(model: TransformerClassifier, x: tf.Tensor): Promise<number> {
+  const classes = model.config.classes;
+  const y = tf.oneHot(tf.zeros([x.shape[0]], "int32"), classes);
+  const once = async () => {
+    const t0 = performance.now();
+    const { value, grads } = tf.variableGrads(() => tf.losses.softmaxCrossEntropy(y, model.forward(x).logits) as tf.Scalar, model.variables());
+    await value.data();
+    for (const g of Object.values(grads)) await g.data();
+    tf.dispose([value, ...Object.values(grads)]);
+    return seconds(t0);
+  };
+  await once(); // warm-up: kernels compiled, memory allocated
+  const samples = [await once(), await once()];
+  y.dispose();
+  return Math.min(...samples);
+}
+
+async function benchModel(spec: ScaleModel): Promise<Record<string, unknown>> {
+  const t0 = performance.now();
+  const model = createModel(spec.config, 0) as TransformerClassifier;
+  const params = model.variables().reduce((a, v) => a + v.size, 0);
+  const c = model.config;
+  console.log(`\n${spec.name}: ${c.blocks} blocks, d_model ${c.dModel}, ${c.heads} heads, ${(params / 1e6).toFixed(1)} M parameters (random weights, created in ${seconds(t0).toFixed(1)} s)`);
+  const x = spec.input();
+  const reference = await forwardBackward(model, x);
+  console.log(`  reference: one forward+backward pass, 1 input: ${reference.toFixed(2)} s`);
+  const stages: Stage[] = [];
+  const add = (stage: string, s: number, extrapolated = false, note?: string) => {
+    stages.push({ stage, seconds: s, extrapolated, note });
+    console.log(`  ${stage}: ${s.toFixed(2)} s (${(s / reference).toFixed(2)}x)${extrapolated ? " extrapolated" : ""}${note ? ` (${note})` : ""}`);
+  };
+
+  let t = performance.now();
+  const { logits, trace } = model.forward(x, { trace: true });
+  await logits.data();
+  add("forward trace", seconds(t));
+
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-scale-"));
+  const before = useWeightCacheStore(weightCacheOnDisk({ dir }));
+  try {
+    t = performance.now();
+    networkBounds(model, trace!, { mlp: "relaxed", variants: ["t3-half", "t3-exact"] });
+    add("t3-half + t3-exact, every block and the network, cold (weight norms computed)", seconds(t));
+    t = performance.now();
+    networkBounds(model, trace!, { mlp: "relaxed", variants: ["t3-half", "t3-exact"] });
+    add("t3-half + t3-exact, weight norms cached", seconds(t));
+    let all = 0;
+    for (const [family, variants] of FAMILIES) {
+      t = performance.now();
+      networkBounds(model, trace!, { mlp: "relaxed", variants });
+      const s = seconds(t);
+      all += s;
+      add(`variant family ${family}, MLP relaxed`, s);
+    }
+    // Together they share each head's row statistics: at most the sum of the families.
+    add("every variant (the families' sum, an upper estimate), MLP relaxed", all, true);
+
+    // The exact local MLP factor: one token row of block 0, times rows and blocks.
+    const w = model.getWeights();
+    const pre = (await trace!.blocks[0].mlpPre.data()) as Float32Array;
+    const n = trace!.blocks[0].mlpPre.shape[1] as number;
+    const w1 = Float64Array.from(w.get("blocks.0.mlp.w1")!.data);
+    const w2 = Float64Array.from(w.get("blocks.0.mlp.w2")!.data);
+    t = performance.now();
+    mlpBound(pre.subarray(0, c.mlpHidden), 1, c.dModel, c.mlpHidden, w1, w2, { w1: 1, w2: 1 }, { local: true, activation: c.activation });
+    add(`exact local MLP (--mlp local): 1 row x ${n} rows x ${c.blocks} blocks`, seconds(t) * n * c.blocks, true);
+  } finally {
+    useWeightCacheStore(before);
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  t = performance.now();
+  networkLipschitz(model, x);
+  add(`network true value (exact input Jacobian, ${c.classes} classes)`, seconds(t));
+
+  const blockInput = trace!.blocks[0].input;
+  const attnInput = trace!.blocks[0].attnInput;
+  t = performance.now();
+  blockLipschitz(model, 0, blockInput, null, { maxIterations: PRODUCTS, tolerance: 0 });
+  const oneBlock = seconds(t);
+  add(`block true value, one block (${PRODUCTS} products)`, oneBlock);
+  add(`block true values, every block (${PRODUCTS} products each)`, oneBlock * c.blocks, true);
+  t = performance.now();
+  headLipschitz(model, 0, 0, attnInput, null, { maxIterations: PRODUCTS, tolerance: 0 });
+  const oneHead = seconds(t);
+  add(`head true values, every head (${PRODUCTS} products each)`, oneHead * c.heads * c.blocks, true);
+
+  disposeTrace(trace!);
+  tf.dispose([logits, x]);
+  const peak = peakMiB();
+  model.dispose();
+  return {
+    model: spec.name,
+    config: c,
+    parameters: params,
+    forwardBackwardSeconds: reference,
+    stages: stages.map((s) => ({ ...s, ratioToForwardBackward: s.seconds / reference })),
+    peakRssMiB: peak,
+  };
+}
+
+/** One BERT-base JaSMin fine-tuning step (batch 8, 128 tokens) beside one forward+backward of the batch. */
+async function trainingStep(): Promise<Record<string, unknown>> {
+  const model = createModel(BERT_BASE.config, 0) as TransformerClassifier;
+  const batch = 8;
+  const x = tf.tensor2d(Array.from({ length: batch * 128 }, (_, i) => (i * 7919) % 30522), [batch, 128], "int32");
+  const labels = tf.tensor1d(Array.from({ length: batch }, (_, i) => i % 2), "int32");
+  const reference = await forwardBackward(model, x);
+  const optimizer = new AdamW(model.variables().map((v) => [v.name, v] as [string, tf.Variable]));
+  const settings = { lr: 1e-5, clip: 1, jasmin: { lambda: 0.1, norm: "top2" as const, reduce: "max-log" as const, layers: null } };
+  trainStep(model as unknown as Model, optimizer, x, labels, settings); // warm-up
+  const t = performance.now();
+  trainStep(model as unknown as Model, optimizer, x, labels, settings);
+  const step = seconds(t);
+  console.log(`\nbert-base JaSMin fine-tuning step, batch ${batch} x 128 tokens: ${step.toFixed(2)} s; forward+backward of the batch ${reference.toFixed(2)} s (${(step / reference).toFixed(2)}x)`);
+  optimizer.dispose?.();
+  tf.dispose([x, labels]);
+  model.dispose();
+  return { batch, tokens: 128, jasminStepSeconds: step, forwardBackwardSeconds: reference, ratio: step / reference };
+}
+
+/** PyTorch's forward+backward of the same shapes, when a Python with torch and transformers is there. */
+function torchReference(): Record<string, number> | null {
+  const python = process.env.ATTNLIP_BENCH_PYTHON ?? "python3";
+  const script = `
+import time, json, torch
+from transformers import BertConfig, BertForSequenceClassification, ViTConfig, ViTForImageClassification, GPT2Config, GPT2ForSequenceClassification
+torch.manual_seed(0)
+B = 1
+out = {}
+for name, (model, inputs) in {
+  "bert-base": (${BERT_BASE.torch}),
+  "vit-b16": (${VIT_B16.torch}),
+  "gpt2-small": (${GPT2_SMALL.torch}),
+}.items():
+  model.train(False)
+  def once():
+    t = time.perf_counter()
+    loss = torch.nn.functional.cross_entropy(model(**inputs).logits, torch.zeros(B, dtype=torch.long))
+    loss.backward()
+    model.zero_grad()
+    return time.perf_counter() - t
+  once()
+  out[name] = min(once(), once())
+print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__, **out}))
+`;
+  const r = spawnSync(python, ["-c", script], { encoding: "utf8", timeout: 600_000 });
+  if (r.status !== 0) {
+    console.log(`(no PyTorch reference: ${python} with torch and transformers not found)`);
+    return null;
+  }
+  return JSON.parse(r.stdout.trim().split("\n").pop()!) as Record<string, number>;
+}
+
+export async function benchScale(): Promise<Record<string, unknown>> {
+  await useBackend("wasm");
+  const wanted = process.env.ATTNLIP_SCALE_MODELS?.split(",").map((s) => s.trim());
+  const models = MODELS.filter((m) => wanted === undefined || wanted.includes(m.name));
+  const load = (await import("node:os")).loadavg();
+  console.log(`load average at start: ${load.map((l) => l.toFixed(2)).join(", ")} (${(await import("node:os")).cpus().length} cores)`);
+  const results: Record<string, unknown>[] = [];
+  for (const m of models) results.push(await benchModel(m));
+  const training = wanted === undefined || wanted.includes("bert-base") ? await trainingStep() : null;
+  const torch = torchReference();
+  console.log("\nratio of each stage to one forward+backward pass of the same model, 1 input (wasm backend, one thread)");
+  const names = [...new Set(results.flatMap((r) => (r.stages as Stage[]).map((s) => s.stage)))];
+  console.log(
+    renderTable(
+      ["stage", ...results.map((r) => r.model as string)],
+      [
+        ["forward+backward (reference), s", ...results.map((r) => (r.forwardBackwardSeconds as number).toFixed(2))],
+        ...(torch ? [[`PyTorch ${torch.torch} forward+backward (${torch.threads} threads), s`, ...results.map((r) => (torch[r.model as string] ?? NaN).toFixed(2))]] : []),
+        ...names.map((name) => [
+          name,
+          ...results.map((r) => {
+            const s = (r.stages as (Stage & { ratioToForwardBackward: number })[]).find((x) => x.stage === name);
+            return s === undefined ? "" : `${s.ratioToForwardBackward.toFixed(2)}x (${s.seconds.toFixed(1)} s)${s.extrapolated ? "*" : ""}`;
+          }),
+        ]),
+        ["peak resident memory, MiB", ...results.map((r) => (r.peakRssMiB as number).toFixed(0))],
+      ],
+    ),
+  );
+  console.log("* extrapolated from one block, head or token row");
+  return { loadAverageAtStart: load, models: results, training, torch };
+}
