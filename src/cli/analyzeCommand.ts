@@ -1,7 +1,7 @@
 import { specForms } from "../data/sources/index.ts";
 import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
-import { resolveWorkers } from "./flags.ts";
+import { checkpointArgumentHelp, optionWithDefault, resolveWorkers } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
 import { ALL_VARIANTS, checkVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
@@ -92,33 +92,24 @@ export function analyzeCommand(): Command {
     .description(
       "local Lipschitz bounds (every variant) per block, head and network at test inputs, beside the true values and the ratios",
     )
-    .argument("[checkpoint]", "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init")
+    .argument("[checkpoint]", checkpointArgumentHelp())
     .option("--model <preset|json>", "model preset or JSON config (as train takes it) with --random-init", "vit-tiny")
     .option("--random-init", "analyze a freshly initialised model (seeded) instead of a checkpoint")
     .option("--seed <int>", "seed of --random-init and of the power iterations; also of the data split, except for a checkpoint on its own data, which is always analysed on its held-out split", "0")
-    .option(
-      "--data <spec>",
-      `${specForms()}; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]`,
-    )
-    .option("--text-column <name>", "text data files: the column / key of the text [the checkpoint's, else text]")
-    .option("--label-column <name>", "text data files: the column / key of the label [the checkpoint's, else label]")
-    .option(
-      "--encoding <name>",
-      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
-    )
+    .addOption(optionWithDefault("--data <spec>", `${specForms()}; the test split is used`, "a checkpoint: its own data and held-out split; else mnist, spam for text models"))
+    .addOption(optionWithDefault("--text-column <name>", "text data files: the column / key of the text", "the checkpoint's, else text"))
+    .addOption(optionWithDefault("--label-column <name>", "text data files: the column / key of the label", "the checkpoint's, else label"))
+    .addOption(optionWithDefault("--encoding <name>", "text data files: the character encoding, e.g. utf-8, windows-1252", "the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252"))
     .option("--n <int>", "number of test inputs", "16")
     .option("--force", "replace an existing analysis.json and analysis.csv (without it, an earlier result is never overwritten)")
-    .option("--out <dir>", "write analysis.json and analysis.csv here [the checkpoint folder; none with --random-init]")
+    .addOption(optionWithDefault("--out <dir>", "write analysis.json and analysis.csv here", "the checkpoint folder; none with --random-init"))
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
     .addOption(
       new Option("--mlp <mode>", "MLP factor inside block bounds: local (exact at the point) or relaxed")
         .choices(["local", "relaxed"])
         .default("local"),
     )
-    .option(
-      "--variants <list>",
-      `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences (l2-cov likewise for L2 attention); l2-dist, l2-cov (local) and kim (Kim et al.'s global bound) are for L2-attention models only [all that apply: the l2 variants and kim only with L2 attention]`,
-    )
+    .addOption(optionWithDefault("--variants <list>", `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences (l2-cov likewise for L2 attention); l2-dist, l2-cov (local) and kim (Kim et al.'s global bound) are for L2-attention models only`, "all that apply: the l2 variants and kim only with L2 attention"))
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")
     .option(
@@ -126,10 +117,7 @@ export function analyzeCommand(): Command {
       "cap on the products with Df^T Df per block and head true value (Lanczos); each stops earlier once its residual test holds, and one that reaches the cap is flagged unconverged",
       "1000",
     )
-    .option(
-      "--workers <int>",
-      "worker threads, each analysing slices of at least 4 inputs with its own model copy (1: no workers; the results are the same) [the number of cores]",
-    )
+    .addOption(optionWithDefault("--workers <int>", "worker threads, each analysing slices of at least 4 inputs with its own model copy (1: no workers; the results are the same)", "the number of cores"))
     .action(async (checkpoint: string | undefined, flags: AnalyzeFlags) => {
       const opts = parseAnalyzeNumbers(flags);
       const workers = resolveWorkers(opts.workers, "analyze"); // now: a bad ATTNLIP_WORKERS stops the run before anything loads

@@ -7,7 +7,7 @@ import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { attackNames, attackSpec, attacksReading, type AttackSettingName } from "../robustness/registry.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag, numberListFlag, resolveWorkers } from "./flags.ts";
+import { checkpointArgumentHelp, firstFlagIssue, numberFlag, numberListFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -246,52 +246,31 @@ export function attackCommand(): Command {
     .description(
       `robust accuracy under ${attackNames().map((a) => attackSpec(a).label).join(", ")} (l_inf or l_2; images: inputs clipped to [0, 1]; text: token embeddings of the real tokens, no clipping; model in inference mode) and the margin / (sqrt(2) L) proxy radius`,
     )
-    .argument(
-      "[checkpoint]",
-      "a checkpoint folder written by `attnlip train`, or a Hugging Face ViTForImageClassification folder (config.json + model.safetensors); or use --model with --random-init",
-    )
-    .option("--model <preset|json>", `model preset or JSON config (as train takes it) with --random-init [${d.model}]`)
+    .argument("[checkpoint]", checkpointArgumentHelp())
+    .addOption(optionWithDefault("--model <preset|json>", "model preset or JSON config (as train takes it) with --random-init", String(d.model)))
     .option("--random-init", "attack a freshly initialised model (seeded) instead of a checkpoint")
-    .option(
-      "--data <spec>",
-      `${specForms()}; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]`,
+    .addOption(optionWithDefault("--data <spec>", `${specForms()}; the test split is used`, "a checkpoint: its own data and held-out split; else mnist, spam for text models"))
+    .addOption(optionWithDefault("--text-column <name>", "text data files: the column / key of the text", "the checkpoint's, else text"))
+    .addOption(optionWithDefault("--label-column <name>", "text data files: the column / key of the label", "the checkpoint's, else label"))
+    .addOption(optionWithDefault("--encoding <name>", "text data files: the character encoding, e.g. utf-8, windows-1252", "the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252"))
+    .addOption(optionWithDefault("--norm <norm>", "threat model: linf or l2", String(d.norm)))
+    .addOption(optionWithDefault("--eps <list>", "radii separated by commas, e.g. 0,0.05,0.1 (images: linf at most the width of the pixel range, l2 at most its diameter, sqrt(H*W*C) on [0, 1]; text embeddings: no upper limit)", `images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}`))
+    .addOption(optionWithDefault("--steps <k>", `steps of the iterative attacks (${usersOf("steps")})`, String(d.steps)))
+    .addOption(optionWithDefault("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")})`, "2.5 * eps / steps"))
+    .addOption(optionWithDefault("--restarts <k>", `runs from new random starts, an input counting as broken when any run breaks it (${usersOf("restarts")})`, String(d.restarts)))
+    .addOption(optionWithDefault("--n <int>", "the first n test examples", String(d.n)))
+    .addOption(optionWithDefault("--batch <int>", "examples per pass", String(d.batch)))
+    .addOption(optionWithDefault("--seed <int>", `seed of the random starts (${usersOf("seed")}) and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split`, String(d.seed)))
+    .addOption(
+      optionWithDefault(
+        "--attack <name>",
+        `${orList(attackChoices())}, or several names separated by commas; both = ${d.attacks.join(" and ")}. Attacks: ${attacks}`,
+        "both",
+      ),
     )
-    .option(
-      "--text-column <name>",
-      "text data files: the column / key of the text [the checkpoint's, else text]",
-    )
-    .option(
-      "--label-column <name>",
-      "text data files: the column / key of the label [the checkpoint's, else label]",
-    )
-    .option(
-      "--encoding <name>",
-      "text data files: the character encoding, e.g. utf-8, windows-1252 [the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
-    )
-    .option("--norm <norm>", `threat model: linf or l2 [${d.norm}]`)
-    .option(
-      "--eps <list>",
-      `radii separated by commas, e.g. 0,0.05,0.1 (images: linf at most the width of the pixel range, l2 at most its diameter, sqrt(H*W*C) on [0, 1]; text embeddings: no upper limit) [images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}]`,
-    )
-    .option("--steps <k>", `steps of the iterative attacks (${usersOf("steps")}) [${d.steps}]`)
-    .option("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")}) [2.5 * eps / steps]`)
-    .option("--restarts <k>", `runs from new random starts, an input counting as broken when any run breaks it (${usersOf("restarts")}) [${d.restarts}]`)
-    .option("--n <int>", `the first n test examples [${d.n}]`)
-    .option("--batch <int>", `examples per pass [${d.batch}]`)
-    .option("--seed <int>", `seed of the random starts (${usersOf("seed")}) and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split [${d.seed}]`)
-    .option(
-      "--attack <name>",
-      `${orList(attackChoices())}, or several names separated by commas; both = ${d.attacks.join(" and ")} [both]. Attacks: ${attacks}`,
-    )
-    .option("--backend <name>", `wasm or cpu [${d.backend}]`)
-    .option(
-      "--workers <int>",
-      "worker threads, each attacking whole batches with its own model copy (1: no workers; the results are the same) [the number of cores]",
-    )
-    .option(
-      "--out <file>",
-      "where attack.json goes [CHECKPOINT/attack.json; none with --random-init]",
-    )
+    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", String(d.backend)))
+    .addOption(optionWithDefault("--workers <int>", "worker threads, each attacking whole batches with its own model copy (1: no workers; the results are the same)", "the number of cores"))
+    .addOption(optionWithDefault("--out <file>", "where attack.json goes", "CHECKPOINT/attack.json; none with --random-init"))
     .option("--force", "replace an existing attack.json (without it, an earlier result is never overwritten)")
     .action(async (checkpoint: string | undefined, raw: RawAttackOptions) => {
       const flags = parseAttackFlags(raw);

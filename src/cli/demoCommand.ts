@@ -1,5 +1,5 @@
 import { Command, Option } from "commander";
-import { resolveWorkers } from "./flags.ts";
+import { optionWithDefault, resolveWorkers } from "./flags.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface DemoFlags {
@@ -49,12 +49,12 @@ export function demoCommand(): Command {
         .default("image"),
     )
     .option("--quick", "a tiny version (tiny model, 256 examples, one epoch) that runs in well under a minute")
-    .option("--out <dir>", "output folder (default runs/demo, runs/demo-quick, runs/demo-text or runs/demo-text-quick)")
+    .addOption(optionWithDefault("--out <dir>", "output folder", "runs/demo; --quick: runs/demo-quick; --task text: runs/demo-text, runs/demo-text-quick"))
     .option("--force", "replace the demo's results (baseline/, jasmin/, report.html, summary.json) already in --out; without it they are kept, except an earlier demo's with the same settings in the default folder")
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
-    .option("--jasmin <lambda>", "JaSMin weight of the second model (default 0.1; --quick: 0.5)")
+    .addOption(optionWithDefault("--jasmin <lambda>", "JaSMin weight of the second model", "0.1; --quick: 0.5"))
     .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
-    .option("--workers <int>", "worker threads for training, analysis and attacks (1: this thread only) [the number of cores]")
+    .addOption(optionWithDefault("--workers <int>", "worker threads for training, analysis and attacks (1: this thread only)", "the number of cores"))
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);
       const workers = resolveWorkers(numbers.workers, "demo");

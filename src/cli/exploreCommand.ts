@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { InputError } from "../util/errors.ts";
 import { parseNumberFlag } from "../util/numberFlag.ts";
+import { argumentWithDefault, optionWithDefault } from "./flags.ts";
 
 interface ExploreFlags {
   port?: string;
@@ -20,20 +21,28 @@ export function exploreCommand(): Command {
     .description(
       "an explorer page in the browser: an attention-row playground (sigma and its bounds), a digit to draw or pick (a text to type or pick, for a text model) with its prediction, attention maps, every bound beside the true value, and FGSM/PGD as eps grows; heavy work runs in a web worker",
     )
-    .argument(
-      "[checkpoint]",
-      "an attnlip ViT or text checkpoint, a Hugging Face ViT folder reading 28x28 grey images, or a Hugging Face BERT / GPT-2 folder with its tokenizer.json [the bundled vit-micro trained on MNIST]",
+    .addArgument(
+      argumentWithDefault(
+        "[checkpoint]",
+        "an attnlip ViT or text checkpoint, a Hugging Face ViT folder reading 28x28 grey images, or a Hugging Face BERT / GPT-2 folder with its tokenizer.json",
+        "the bundled vit-micro trained on MNIST",
+      ),
     )
-    .option("--port <n>", "port on localhost; 0 = any free port [8377]")
-    .option("--host <name>", "interface to listen on [127.0.0.1: this machine only]")
+    .addOption(optionWithDefault("--port <n>", "port on localhost; 0 = any free port", "8377"))
+    .addOption(
+      optionWithDefault("--host <name>", "interface to listen on", "127.0.0.1: this machine only"),
+    )
     .option(
       "--out <dir>",
       "write the page as a static folder (any web server serves it) instead of serving it",
     )
     .option("--force", "with --out: replace an earlier explorer in the folder")
-    .option(
-      "--digits <n>",
-      "held-out test digits (texts, for a text model) offered on the page [12]",
+    .addOption(
+      optionWithDefault(
+        "--digits <n>",
+        "held-out test digits (texts, for a text model) offered on the page",
+        "12",
+      ),
     )
     .action(async (checkpoint: string | undefined, flags: ExploreFlags) => {
       const port = parseNumberFlag(

@@ -3,6 +3,7 @@ import { basename } from "node:path";
 import { Command } from "commander";
 import { HF_ARCHITECTURES } from "../hf/architectures.ts";
 import { InputError } from "../util/errors.ts";
+import { optionWithDefault } from "./flags.ts";
 
 interface ExportFlags {
   format?: string;
@@ -19,7 +20,7 @@ export function exportCommand(): Command {
   return new Command("export")
     .description("write a checkpoint (a fine-tuned Hugging Face model, or an attnlip ViT) as a Hugging Face folder: config.json, model.safetensors, tokenizer.json")
     .argument("[source]", "a training checkpoint folder, or a Hugging Face folder")
-    .option("--format <name>", "the output format; only hf (transformers' save_pretrained layout) [hf]")
+    .addOption(optionWithDefault("--format <name>", "the output format; only hf (transformers' save_pretrained layout)", "hf"))
     .option("--out <dir>", "the folder to write (required)")
     .option("--force", "replace the files of an earlier export in --out")
     .action(async (source: string | undefined, flags: ExportFlags) => {

@@ -1,5 +1,7 @@
+import { Argument, Help, Option } from "commander";
 import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
+import { HF_ARCHITECTURES } from "../hf/architectures.ts";
 import { describeNumberRule, flagError, readNumber, type NumberRule } from "../util/numberFlag.ts";
 import type { InputError } from "../util/errors.ts";
 import { defaultWorkers, oversubscriptionWarning } from "../parallel/workerCount.ts";
@@ -99,4 +101,67 @@ export function resolveWorkers(flag: number | undefined, who: string): number {
   const warning = oversubscriptionWarning(workers, who, flag === undefined ? "ATTNLIP_WORKERS" : "--workers");
   if (warning !== null) console.error(warning);
   return workers;
+}
+
+/**
+ * An option whose default the command works out itself (absent = not given: --resume refuses
+ * flags that were given, and many defaults depend on other flags or on the checkpoint). Its
+ * help shows commander's own "(default: SHOWN)" (see {@link showDescribedDefaults}), while the
+ * parsed value stays undefined when the flag is left out.
+ *
+ * @param shown the default as the help shows it, e.g. "64" or "the checkpoint's, else text".
+ * @example optionWithDefault("--n <int>", "the first n test examples", "64")
+ */
+export function optionWithDefault(flags: string, description: string, shown: string): Option {
+  return new Option(flags, description).default(undefined, shown);
+}
+
+/** An optional argument whose default is shown as "(default: SHOWN)", like {@link optionWithDefault}. */
+export function argumentWithDefault(name: string, description: string, shown: string): Argument {
+  return new Argument(name, description).default(undefined, shown);
+}
+
+/**
+ * commander's help, its "(default: X)" form for every default: a default given only as a
+ * description (value undefined: {@link optionWithDefault}, {@link argumentWithDefault}) is shown
+ * too, and a text default of an option without choices is shown as the user types it (16, not
+ * "16", as the described ones), so every command writes its defaults one way.
+ *
+ * @example command.configureHelp(showDescribedDefaults())
+ */
+export function showDescribedDefaults(): Partial<Help> {
+  // A copy with the default value and description commander's own wording needs.
+  const described = <T extends Option | Argument>(item: T): T => {
+    const text =
+      item.defaultValueDescription ??
+      (typeof item.defaultValue === "string" && item.argChoices === undefined ? item.defaultValue : undefined);
+    if (text === undefined) return item;
+    return Object.assign(Object.create(Object.getPrototypeOf(item) as object) as T, item, {
+      defaultValue: item.defaultValue ?? text,
+      defaultValueDescription: text,
+    });
+  };
+  return {
+    optionDescription(option: Option): string {
+      return Help.prototype.optionDescription.call(this, described(option));
+    },
+    argumentDescription(argument: Argument): string {
+      return Help.prototype.argumentDescription.call(this, described(argument));
+    },
+  };
+}
+
+/**
+ * The help of a command's checkpoint argument (analyze, attack): an attnlip checkpoint or a
+ * Hugging Face folder of any architecture attnlip imports (hf/architectures.ts: ViT, BERT and
+ * GPT-2 classifiers and base models), so the help never names fewer than the importer reads.
+ *
+ * @example checkpointArgumentHelp() // "a checkpoint folder written by `attnlip train`, or a Hugging Face folder ..."
+ */
+export function checkpointArgumentHelp(): string {
+  return (
+    "a checkpoint folder written by `attnlip train`, or a Hugging Face folder that transformers' save_pretrained wrote " +
+    `for ${[...HF_ARCHITECTURES.keys()].join(", ")} (config.json + model.safetensors; BERT and GPT-2 also tokenizer.json); ` +
+    "or use --model with --random-init"
+  );
 }

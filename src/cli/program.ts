@@ -11,6 +11,7 @@ import { studyCommand } from "./studyCommand.ts";
 import { exploreCommand } from "./exploreCommand.ts";
 import { radiusCommand } from "./radiusCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
+import { showDescribedDefaults } from "./flags.ts";
 
 /** package.json's version (src/cli/ and the built dist/cli/ both sit two folders below it). */
 function packageVersion(): string {
@@ -40,7 +41,10 @@ export function buildProgram(): Command {
   program.addCommand(exploreCommand());
   program.addCommand(radiusCommand());
   for (const command of [program, ...program.commands])
-    command.exitOverride().configureOutput({ outputError: writeOneLine });
+    command
+      .exitOverride()
+      .configureOutput({ outputError: writeOneLine })
+      .configureHelp(showDescribedDefaults());
   return program;
 }
 

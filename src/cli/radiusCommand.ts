@@ -10,6 +10,7 @@ import {
 } from "../util/numberFlag.ts";
 import { HEAD_VARIANTS } from "../lipschitz/rules/attentionHead.ts";
 import { variantsFlag } from "./analyzeCommand.ts";
+import { optionWithDefault } from "./flags.ts";
 
 interface RadiusFlags {
   model: string;
@@ -85,24 +86,36 @@ export function radiusCommand(): Command {
       "seed of --random-init, of the data split (except a checkpoint on its own data) and of the Lanczos starts",
       "0",
     )
-    .option(
-      "--data <spec>",
-      `${specForms()}; the test split is used [a checkpoint: its own data and held-out split; else mnist, spam for text models]`,
+    .addOption(
+      optionWithDefault(
+        "--data <spec>",
+        `${specForms()}; the test split is used`,
+        "a checkpoint: its own data and held-out split; else mnist, spam for text models",
+      ),
     )
     .option("--n <int>", "number of held-out inputs", "4")
     .option("--block <int>", "the block whose attention sub-layer is measured", "0")
-    .option(
-      "--radii <list>",
-      "radii R (largest token norm of the tokens entering the sub-layer), separated by commas [13 values, log-spaced from 0.1 to 1000]",
+    .addOption(
+      optionWithDefault(
+        "--radii <list>",
+        "radii R (largest token norm of the tokens entering the sub-layer), separated by commas",
+        "13 values, log-spaced from 0.1 to 1000",
+      ),
     )
-    .option(
-      "--lengths <list>",
-      "token counts n of the length sweep, separated by commas; each keeps the first token and n - 1 evenly spaced others [2, 4, 8, ... below the full length, and the full length]",
+    .addOption(
+      optionWithDefault(
+        "--lengths <list>",
+        "token counts n of the length sweep, separated by commas; each keeps the first token and n - 1 evenly spaced others",
+        "2, 4, 8, ... below the full length, and the full length",
+      ),
     )
     .option("--length-radius <R>", "the radius R of the length sweep", "10")
-    .option(
-      "--variants <list>",
-      `bound variants, separated by commas, from ${HEAD_VARIANTS.join(", ")} [all]`,
+    .addOption(
+      optionWithDefault(
+        "--variants <list>",
+        `bound variants, separated by commas, from ${HEAD_VARIANTS.join(", ")}`,
+        "all",
+      ),
     )
     .option(
       "--no-constructed",
@@ -114,7 +127,13 @@ export function radiusCommand(): Command {
       "400",
     )
     .option("--iterations <int>", "cap on the Lanczos products per true value", "1000")
-    .option("--out <dir>", "write radius.json, radius.csv and radius.html here [nothing written]")
+    .addOption(
+      optionWithDefault(
+        "--out <dir>",
+        "write radius.json, radius.csv and radius.html here",
+        "nothing written",
+      ),
+    )
     .option("--force", "replace an existing radius.json, radius.csv and radius.html")
     .addOption(
       new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"),

@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { InputError } from "../util/errors.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
+import { optionWithDefault } from "./flags.ts";
 
 interface ReportFlags {
   out?: string;
@@ -27,12 +28,12 @@ export function reportCommand(): Command {
     )
     .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
     .option("--out <file>", "the HTML file to write (required)")
-    .option("--names <a,b>", "names shown for the runs (default: the folder names)")
+    .addOption(optionWithDefault("--names <a,b>", "names shown for the runs", "the folder names"))
     .option("--title <text>", "title of the report")
-    .option("--force", "replace an existing --out file (default: refused)")
+    .option("--force", "replace an existing --out file (without it, an existing one is refused)")
     .option(
       "--allow-mixed",
-      "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (default: refused)",
+      "draw two runs attacked differently (norm, radii, attacks, inputs, steps) on one chart, listing the differences (without it, such runs are refused)",
     )
     .action(async (runA: string | undefined, runB: string | undefined, flags: ReportFlags) => {
       // Checked here, not by the parser, so that a bare `report` says what to pass first.

@@ -38,8 +38,11 @@ export function sigmaCommand(): Command {
     .option("--normalize", "divide rows by their sum instead of rejecting sums off from 1 by more than 1e-6")
     .option("--json", "machine-readable output")
     // Negative entries look like options to commander; they are taken as the row and
-    // rejected by the row validator with a message that says what is wrong.
+    // rejected by the row validator with a message that says what is wrong. So unknown options
+    // and extra arguments reach the action, which names them (commander would count an unknown
+    // option as a second argument: "too many arguments").
     .allowUnknownOption()
+    .allowExcessArguments()
     .action(async (row: string | undefined, options: SigmaOptions, command: Command) => {
       try {
         await sigmaAction(row, options, command);
@@ -53,8 +56,9 @@ export function sigmaCommand(): Command {
 
 /** The sigma command's work: one row, --logits or --file. */
 async function sigmaAction(row: string | undefined, options: SigmaOptions, command: Command): Promise<void> {
+  const unknown = command.args.find((a) => /^--?[a-zA-Z]/.test(a));
+  if (unknown !== undefined) throw new InputError(`sigma: unknown option '${unknown}'`);
   const extra = command.args.filter((a) => a !== row);
-  if (row !== undefined && /^--?[a-zA-Z]/.test(row)) throw new InputError(`sigma: unknown option '${row}'`);
   if (extra.length > 0) throw new InputError(`sigma: unexpected argument '${extra[0]}' (give one row)`);
   const sources = [row !== undefined, options.logits !== undefined, options.file !== undefined].filter(Boolean).length;
   if (sources !== 1) throw new InputError("sigma: give exactly one of a row, --logits <row> or --file <path>");

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseJsonStrict } from "../io/strictJson.ts";
 import { InputError } from "../util/errors.ts";
-import { firstFlagIssue, numberFlag, numberListFlag, resolveWorkers } from "./flags.ts";
+import { firstFlagIssue, numberFlag, numberListFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
 import { EPOCHS } from "./trainCommand.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
@@ -152,34 +152,31 @@ export function studyCommand(): Command {
     )
     .argument("[out]", "the study folder (created; an existing one is continued with its own grid)")
     .option("--config <file>", "a JSON file with the grid (fields: data, model, lambdas, seeds, jasminNorm, reduce, train, analyze, attack; flags override it)")
-    .option("--data <list>", "data specs, comma-separated [mnist]")
-    .option("--model <list>", "model presets, comma-separated [vit-tiny]")
-    .option("--lambdas <list>", "JaSMin weights, comma-separated; include 0 for paired differences [0,0.1]")
-    .option("--seeds <list>", "seeds, comma-separated [0,1,2]")
-    .option("--jasmin-norm <list>", "JaSMin's per-row sigma: top2, quad, exact [top2]")
-    .option("--jasmin-reduce <list>", "JaSMin's reduction: max-log, max, mean [max-log]")
-    .option("--epochs <n>", "training epochs per run (with --pretrain-epochs: fine-tuning epochs) [2]")
-    .option("--train-size <n>", "training examples per run (the first of the split) [all]")
-    .option("--test-limit <n>", "test examples behind the clean accuracy (quick checks; a study should use all) [all]")
-    .option("--batch <n>", "examples per training step [32]")
-    .option("--lr <x>", "peak learning rate (with --pretrain-epochs: of the fine-tuning) [0.002]")
-    .option(
-      "--pretrain-epochs <n>",
-      "train one model per data, model and seed without JaSMin for n epochs (OUT/pretrain/), then each run fine-tunes its seed's model for --epochs with its lambda [off: each run trains from scratch]",
-    )
-    .option("--pretrain-lr <x>", "peak learning rate of the pretraining [0.002]")
-    .option("--augment-shift <pixels>", "image data: random shifts of the training images, at most this many pixels each way (train --augment-shift) [0: off]")
-    .option("--analyze-n <n>", "test inputs analysed per run (bounds and true values) [100]")
-    .option("--iterations <n>", "iteration limit of the block true values (Lanczos, products with Df^T Df) [50]")
-    .option("--attack-n <n>", "test inputs attacked per run [500]")
-    .option("--attack <list>", "attacks, comma-separated (apgd, pgd, fgsm) [apgd]")
-    .option("--eps-linf <list>", "l_inf radii [images: 0,0.05,0.1,0.2; text: 0,0.001,0.002,0.005]")
-    .option("--eps-l2 <list>", "l_2 radii [images: 0,0.5,1,2; text: 0,0.05,0.1,0.25]")
-    .option("--steps <n>", "attack steps per run [20]")
-    .option("--restarts <n>", "APGD restarts [1]")
+    .addOption(optionWithDefault("--data <list>", "data specs, comma-separated", "mnist"))
+    .addOption(optionWithDefault("--model <list>", "model presets, comma-separated", "vit-tiny"))
+    .addOption(optionWithDefault("--lambdas <list>", "JaSMin weights, comma-separated; include 0 for paired differences", "0,0.1"))
+    .addOption(optionWithDefault("--seeds <list>", "seeds, comma-separated", "0,1,2"))
+    .addOption(optionWithDefault("--jasmin-norm <list>", "JaSMin's per-row sigma: top2, quad, exact", "top2"))
+    .addOption(optionWithDefault("--jasmin-reduce <list>", "JaSMin's reduction: max-log, max, mean", "max-log"))
+    .addOption(optionWithDefault("--epochs <n>", "training epochs per run (with --pretrain-epochs: fine-tuning epochs)", "2"))
+    .addOption(optionWithDefault("--train-size <n>", "training examples per run (the first of the split)", "all"))
+    .addOption(optionWithDefault("--test-limit <n>", "test examples behind the clean accuracy (quick checks; a study should use all)", "all"))
+    .addOption(optionWithDefault("--batch <n>", "examples per training step", "32"))
+    .addOption(optionWithDefault("--lr <x>", "peak learning rate (with --pretrain-epochs: of the fine-tuning)", "0.002"))
+    .addOption(optionWithDefault("--pretrain-epochs <n>", "train one model per data, model and seed without JaSMin for n epochs (OUT/pretrain/), then each run fine-tunes its seed's model for --epochs with its lambda", "off: each run trains from scratch"))
+    .addOption(optionWithDefault("--pretrain-lr <x>", "peak learning rate of the pretraining", "0.002"))
+    .addOption(optionWithDefault("--augment-shift <pixels>", "image data: random shifts of the training images, at most this many pixels each way (train --augment-shift)", "0: off"))
+    .addOption(optionWithDefault("--analyze-n <n>", "test inputs analysed per run (bounds and true values)", "100"))
+    .addOption(optionWithDefault("--iterations <n>", "iteration limit of the block true values (Lanczos, products with Df^T Df)", "50"))
+    .addOption(optionWithDefault("--attack-n <n>", "test inputs attacked per run", "500"))
+    .addOption(optionWithDefault("--attack <list>", "attacks, comma-separated (apgd, pgd, fgsm)", "apgd"))
+    .addOption(optionWithDefault("--eps-linf <list>", "l_inf radii", "images: 0,0.05,0.1,0.2; text: 0,0.001,0.002,0.005"))
+    .addOption(optionWithDefault("--eps-l2 <list>", "l_2 radii", "images: 0,0.5,1,2; text: 0,0.05,0.1,0.25"))
+    .addOption(optionWithDefault("--steps <n>", "attack steps per run", "20"))
+    .addOption(optionWithDefault("--restarts <n>", "APGD restarts", "1"))
     .option("--shard <k/n>", "run only every n-th run starting with the k-th (a job array sharing OUT)")
-    .option("--workers <int>", "worker threads of each run's training, analysis and attacks [the number of cores]")
-    .option("--backend <name>", "wasm or cpu [wasm]")
+    .addOption(optionWithDefault("--workers <int>", "worker threads of each run's training, analysis and attacks", "the number of cores"))
+    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", "wasm"))
     .option("--aggregate", "only combine the finished runs of OUT into study.json and study.csv")
     .action(async (out: string | undefined, raw: RawStudyOptions) => {
       const parsed = StudyFlagsSchema.safeParse(raw);

@@ -15,8 +15,9 @@ import type { ProgressMode } from "../train/progress.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
+import { interruptedLine } from "../train/trainer.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
-import { firstFlagIssue, numberFlag, resolveWorkers } from "./flags.ts";
+import { firstFlagIssue, numberFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
 
 /** Raw option strings as commander hands them over (no defaults: absent = not given). */
 interface RawTrainOptions {
@@ -238,55 +239,106 @@ export function trainCommand(): Command {
     .description(
       "train a ViT on MNIST / IDX / CIFAR-10, or a text classifier on SpamAssassin / CSV / JSONL, with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
     )
-    .option("--data <spec>", `${specForms(undefined, true)} [mnist]`)
-    .option("--text-column <name>", "csv/jsonl: the column / key holding the text [text]")
-    .option(
-      "--label-column <name>",
-      "csv/jsonl: the column / key holding the label (classes in sorted label order) [label]",
+    .addOption(optionWithDefault("--data <spec>", specForms(undefined, true), "mnist"))
+    .addOption(
+      optionWithDefault(
+        "--text-column <name>",
+        "csv/jsonl: the column / key holding the text",
+        "text",
+      ),
     )
-    .option(
-      "--encoding <name>",
-      "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint [auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252]",
+    .addOption(
+      optionWithDefault(
+        "--label-column <name>",
+        "csv/jsonl: the column / key holding the label (classes in sorted label order)",
+        "label",
+      ),
     )
-    .option(
-      "--model <preset|json>",
-      "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config [vit-tiny; text data: text-tiny]",
+    .addOption(
+      optionWithDefault(
+        "--encoding <name>",
+        "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint",
+        "auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252",
+      ),
     )
-    .option("--epochs <n>", "epochs; with --resume, the new total [3]")
-    .option("--batch <n>", "examples per step [32]")
-    .option("--lr <x>", `peak learning rate [${DEFAULT_LR}]`)
-    .option("--min-lr <x>", "learning rate at the end of the cosine decay, at most --lr [0]")
-    .option(
-      "--weight-decay <x>",
-      "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings) [0.05]",
+    .addOption(
+      optionWithDefault(
+        "--model <preset|json>",
+        "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config",
+        "vit-tiny; text data: text-tiny",
+      ),
     )
-    .option("--warmup <steps>", "linear warm-up steps [10% of all steps]")
-    .option("--clip <norm>", "clip gradients to this global l2 norm; 0 = off [1]")
-    .option(
-      "--augment-shift <pixels>",
-      "image data: shift each training image by a random whole number of pixels, at most this many each way (a new draw per image and epoch; the border fills with black) [0: off]",
+    .addOption(optionWithDefault("--epochs <n>", "epochs; with --resume, the new total", "3"))
+    .addOption(optionWithDefault("--batch <n>", "examples per step", "32"))
+    .addOption(optionWithDefault("--lr <x>", "peak learning rate", String(DEFAULT_LR)))
+    .addOption(
+      optionWithDefault(
+        "--min-lr <x>",
+        "learning rate at the end of the cosine decay, at most --lr",
+        "0",
+      ),
     )
-    .option("--jasmin <lambda>", `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off [0]`)
-    .option("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact [top2]")
-    .option("--jasmin-reduce <r>", "max-log, max or mean [max-log]")
-    .option("--jasmin-layers <list>", "block indices to regularise, e.g. 0,1 [all]")
-    .option("--seed <n>", "seed of initialisation, shuffling and the embedded-MNIST split [0]")
+    .addOption(
+      optionWithDefault(
+        "--weight-decay <x>",
+        "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings)",
+        "0.05",
+      ),
+    )
+    .addOption(optionWithDefault("--warmup <steps>", "linear warm-up steps", "10% of all steps"))
+    .addOption(
+      optionWithDefault("--clip <norm>", "clip gradients to this global l2 norm; 0 = off", "1"),
+    )
+    .addOption(
+      optionWithDefault(
+        "--augment-shift <pixels>",
+        "image data: shift each training image by a random whole number of pixels, at most this many each way (a new draw per image and epoch; the border fills with black)",
+        "0: off",
+      ),
+    )
+    .addOption(
+      optionWithDefault(
+        "--jasmin <lambda>",
+        `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off`,
+        "0",
+      ),
+    )
+    .addOption(
+      optionWithDefault("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact", "top2"),
+    )
+    .addOption(optionWithDefault("--jasmin-reduce <r>", "max-log, max or mean", "max-log"))
+    .addOption(
+      optionWithDefault("--jasmin-layers <list>", "block indices to regularise, e.g. 0,1", "all"),
+    )
+    .addOption(
+      optionWithDefault(
+        "--seed <n>",
+        "seed of initialisation, shuffling and the embedded-MNIST split",
+        "0",
+      ),
+    )
     .option("--out <dir>", "folder for checkpoints and metrics.jsonl (must not hold a checkpoint)")
     .option("--limit <n>", "use the first n training examples")
     .option("--test-limit <n>", "use the first n test examples")
-    .option("--backend <name>", "wasm or cpu [wasm]")
+    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", "wasm"))
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
     .option(
       "--init <dir>",
       "start a new run from the weights of the attnlip checkpoint in dir, on its data, split and seed (a fresh optimizer and schedule; e.g. fine-tune a trained model with JaSMin)",
     )
-    .option(
-      "--progress <mode>",
-      "auto (a bar on a terminal, lines otherwise), bar, lines or none [auto]",
+    .addOption(
+      optionWithDefault(
+        "--progress <mode>",
+        "auto (a bar on a terminal, lines otherwise), bar, lines or none",
+        "auto",
+      ),
     )
-    .option(
-      "--workers <int>",
-      "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding) [the number of cores]",
+    .addOption(
+      optionWithDefault(
+        "--workers <int>",
+        "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding)",
+        "the number of cores",
+      ),
     )
     .action(async (raw: RawTrainOptions, command: Command) => {
       if (command.args.length > 0)
@@ -297,6 +349,14 @@ export function trainCommand(): Command {
         checkOutPath(flags.out, "folder", "--out", "train");
       const workers = resolveWorkers(flags.workers, "train");
       await useBackend(flags.backend ?? "wasm");
+      // Ctrl-C: one line saying what the last checkpoint holds and how to continue it, then the
+      // usual exit status of an interrupted command (130); worker threads end with the process.
+      const folder = (flags.resume ?? flags.out) as string;
+      const onInterrupt = () => {
+        process.stderr.write(`${process.stdout.isTTY ? "\n" : ""}${interruptedLine(folder)}\n`);
+        process.exit(130);
+      };
+      process.once("SIGINT", onInterrupt);
       const result = await trainInWorkers({
         workers,
         backend: flags.backend ?? "wasm",
@@ -326,7 +386,7 @@ export function trainCommand(): Command {
         resume: flags.resume,
         init: flags.init,
         progress: (flags.progress ?? "auto") as ProgressMode,
-      });
+      }).finally(() => process.off("SIGINT", onInterrupt));
       const acc = result.finalTestAccuracy;
       if (result.trainSeconds === 0) {
         const st = result.trainState;

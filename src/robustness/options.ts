@@ -1,5 +1,6 @@
 import { ATTACK_DEFAULTS, defaultStepSize } from "./defaults.ts";
 import { checkClip, type ClipRange } from "./loss.ts";
+import { per255Advice } from "../util/per255.ts";
 
 export { defaultStepSize };
 
@@ -145,11 +146,11 @@ export function checkEps(
     inputShape !== undefined && inputShape.length >= 2 ? inputShape.slice(1).reduce((a, d) => a * d, 1) : undefined;
   const limit = epsLimit(norm, clip, entries);
   if (limit === null || value <= limit.max) return value;
-  const width = clip[1] - clip[0];
+  const advice = per255Advice(value, clip[1] - clip[0], limit.max);
   throw new RangeError(
     norm === "linf"
       ? `${who}: eps ${value} is larger than ${limit.what}: an l_inf ball that large holds every valid input` +
-          (value >= 1 && width <= 1 ? ` (for 8/255 write ${(value / 255).toPrecision(4)})` : "")
+          (advice !== null ? ` (${advice})` : "")
       : `${who}: eps ${value} is larger than ${limit.what}: an l_2 ball that large holds every valid input`,
   );
 }

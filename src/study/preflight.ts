@@ -5,6 +5,7 @@ import "../data/sources/index.ts";
 import { isHfFolder } from "../hf/load.ts";
 import { modelPreset, PRESET_NAMES } from "../nn/config.ts";
 import { InputError } from "../util/errors.ts";
+import { per255Advice } from "../util/per255.ts";
 import type { StudyGrid } from "./grid.ts";
 
 /**
@@ -65,8 +66,10 @@ export async function preflightGrid(grid: StudyGrid): Promise<void> {
       continue;
     }
     const badLinf = (grid.attack.linf ?? []).find((e) => e > 1);
-    if (badLinf !== undefined)
-      throw new InputError(`study: --eps-linf: ${badLinf} is out of range (at most 1, the width of the pixel range [0, 1] of ${data}; for 8/255 write 0.03137)`);
+    if (badLinf !== undefined) {
+      const advice = per255Advice(badLinf, 1);
+      throw new InputError(`study: --eps-linf: ${badLinf} is out of range (at most 1, the width of the pixel range [0, 1] of ${data}${advice !== null ? `; ${advice}` : ""})`);
+    }
     const shape = IMAGE_SHAPES[parseSpec(data).source.name];
     if (shape !== undefined) {
       if (grid.train.augmentShift >= Math.min(shape[0], shape[1]))

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -602,4 +602,27 @@ export async function loadOptimizerState(
 /** Whether `dir` holds (the files of) a checkpoint. */
 export function isCheckpointFolder(dir: string): boolean {
   return CHECKPOINT_FILES.some((f) => existsSync(join(dir, f))) || existsSync(join(dir, JOURNAL));
+}
+
+/**
+ * The training state of the checkpoint in `dir` as {@link loadCheckpoint} would read it, read
+ * without changing anything (a commit under way is not completed: while its journal exists, the
+ * new train_state.json is read from its temporary file, which the next load renames into place).
+ * Synchronous, for a message at once (e.g. when training is interrupted).
+ *
+ * @returns the state, or null when `dir` holds no valid train_state.json.
+ * @example readSavedTrainState("runs/base")?.epoch // 2
+ */
+export function readSavedTrainState(dir: string): TrainState | null {
+  const read = (file: string): TrainState | null => {
+    try {
+      const parsed = TrainStateSchema.safeParse(JSON.parse(readFileSync(join(dir, file), "utf8")));
+      return parsed.success ? parsed.data : null;
+    } catch {
+      return null;
+    }
+  };
+  const committing =
+    existsSync(join(dir, JOURNAL)) && existsSync(join(dir, `train_state.json${TMP}`));
+  return (committing ? read(`train_state.json${TMP}`) : null) ?? read("train_state.json");
 }

@@ -4,7 +4,7 @@ import { InputError } from "../util/errors.ts";
 import { SeededRng } from "../data/dataset.ts";
 import { HF_EXPORT_FOLDER, hfExportOf, writeHfFolder } from "../hf/export.ts";
 import type { Model } from "../nn/create.ts";
-import type { TrainState } from "./checkpoint.ts";
+import { readSavedTrainState, type TrainState } from "./checkpoint.ts";
 import { trainEpoch } from "./epoch.ts";
 import { createProgress } from "./progress.ts";
 import { freshRun, initRun, restoreRun, type TrainOptions } from "./setup.ts";
@@ -106,6 +106,10 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     if (metricsPath !== null) appendFileSync(metricsPath, JSON.stringify(r) + "\n");
   };
   const lastEpoch = Math.min(state.epochs, options.stopAfterEpoch ?? state.epochs);
+  if (options.resume !== undefined && state.epoch < lastEpoch)
+    log(
+      `resuming from epoch ${state.epoch} step ${state.step} of ${options.resume} (its last checkpoint): training epochs ${state.epoch + 1} to ${lastEpoch}`,
+    );
   let trainSeconds = 0;
   let trainedImages = 0;
   const last = state.history.at(-1);
@@ -160,4 +164,20 @@ export async function train(options: TrainOptions): Promise<TrainResult> {
     imagesPerSecond: trainSeconds > 0 ? trainedImages / trainSeconds : NaN,
     out,
   };
+}
+
+/**
+ * The line `attnlip train` prints when it is interrupted (Ctrl-C): what the last checkpoint in
+ * `out` holds and the command that continues it, or that nothing was saved yet (a checkpoint is
+ * written at the end of each epoch).
+ *
+ * @param out the run's folder as the user named it (--out, or --resume's folder).
+ * @example interruptedLine("runs/base")
+ *   // "train: interrupted; runs/base keeps its checkpoint of epoch 2 of 5 (step 250): continue with attnlip train --resume runs/base"
+ */
+export function interruptedLine(out: string): string {
+  const saved = readSavedTrainState(out);
+  if (saved === null)
+    return `train: interrupted before the first checkpoint (one is saved at the end of each epoch): nothing was saved in ${out}; run the command again to start over`;
+  return `train: interrupted; ${out} keeps its checkpoint of epoch ${saved.epoch} of ${saved.epochs} (step ${saved.step}): continue with attnlip train --resume ${out}`;
 }

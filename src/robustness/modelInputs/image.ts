@@ -2,6 +2,7 @@ import { tf } from "../../backend.ts";
 import { imageEvaluationSplit } from "../../data/evaluationInputs.ts";
 import { InputError } from "../../util/errors.ts";
 import { formatNumber } from "../../util/format.ts";
+import { per255Advice } from "../../util/per255.ts";
 import { ATTACK_DEFAULTS, type DefaultNorm } from "../defaults.ts";
 import { imageSpace } from "../inputSpace.ts";
 import { epsLimit } from "../options.ts";
@@ -31,10 +32,10 @@ export function checkImageEps(
   if (limit === null || tooBig === undefined) return;
   const pixels = `the pixel range [${range[0]}, ${range[1]}] of ${spec}`;
   const width = range[1] - range[0];
+  const advice = per255Advice(tooBig, width, limit.max);
   const what =
     norm === "linf"
-      ? `the width of ${pixels}` +
-        (tooBig >= 1 && width <= 1 ? `; for 8/255 write ${(tooBig / 255).toPrecision(4)}` : "")
+      ? `the width of ${pixels}` + (advice !== null ? `; ${advice}` : "")
       : `the l_2 diameter of ${h}x${w}x${c} images in ${pixels}, ${formatNumber(width)} * sqrt(${h}*${w}*${c})`;
   throw new InputError(
     `${who}: --eps: ${tooBig} is out of range for --norm ${norm} (at most ${formatNumber(limit.max)}, ${what})`,

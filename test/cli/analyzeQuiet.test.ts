@@ -1,0 +1,47 @@
+// runAnalyze({ print: false }) writes nothing to stderr (issue 38, case 14): the progress
+// lines and the notes went there whatever `print` said.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { runAnalyze, type AnalyzeRun } from "../../src/cli/analyzeRun.ts";
+
+/** What `work` writes to process.stderr (console.error included). */
+async function stderrOf(work: () => Promise<unknown>): Promise<string> {
+  const write = process.stderr.write;
+  let text = "";
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    text += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    await work();
+  } finally {
+    process.stderr.write = write;
+  }
+  return text;
+}
+
+// The BERT fixture on its 4 texts, asked for 10: a note ("using all of them") and progress.
+const RUN: AnalyzeRun = {
+  checkpoint: "test/fixtures/hf/bert-tiny-random",
+  data: "csv:test/fixtures/hf/texts.csv",
+  model: "vit-tiny",
+  seed: 0,
+  n: 10,
+  backend: "wasm",
+  mlp: "relaxed",
+  variants: ["t3-half"],
+  headTruth: false,
+  blockTruth: false,
+  iterations: 20,
+  workers: 1,
+};
+
+test("runAnalyze with print: false writes nothing to stderr; with print it notes the short data and shows progress", async () => {
+  const loud = await stderrOf(() => runAnalyze(RUN));
+  assert.match(loud, /analyze: the data has 4 examples; using all of them \(asked for 10\)/);
+  const quiet = await stderrOf(async () => {
+    const result = await runAnalyze({ ...RUN, print: false });
+    assert.equal(result.network.true.length, 4, "all 4 texts analysed");
+  });
+  assert.equal(quiet, "");
+});

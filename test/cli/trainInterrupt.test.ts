@@ -1,0 +1,123 @@
+// Ctrl-C during training says what was saved and how to continue; --resume says where it
+// resumes (issue 38, case 14: both printed nothing).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { interruptedLine } from "../../src/train/trainer.ts";
+import { readSavedTrainState } from "../../src/train/checkpoint.ts";
+import { runAttnlip } from "../helpers/cli.ts";
+import { watchdog } from "../helpers/patience.ts";
+
+const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
+const FIXTURE = fileURLToPath(new URL("../fixtures/demo-vit-tiny/baseline/", import.meta.url));
+
+test("Ctrl-C during train prints one line naming the saved epoch and the --resume command; --resume says where it resumes", async () => {
+  const out = join(mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-")), "run");
+  const child = spawn(
+    process.execPath,
+    [
+      bin,
+      "train",
+      "--model",
+      "vit-micro",
+      "--limit",
+      "64",
+      "--test-limit",
+      "32",
+      "--epochs",
+      "1000",
+      "--out",
+      out,
+      "--workers",
+      "1",
+      "--progress",
+      "lines",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  const dog = watchdog((s) => `train (out ${out}) printed nothing for ${s} s; stderr: ${stderr}`);
+  child.stderr.on("data", (d) => ((stderr += d), dog.progress()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  await Promise.race([
+    dog.hung,
+    new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d) => {
+        stdout += d;
+        dog.progress();
+        if (/epoch 1\/1000: .*checkpoint saved/.test(stdout)) resolve();
+      });
+      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
+    }),
+  ]).finally(dog.stop);
+  child.kill("SIGINT");
+  const end = await exited;
+  assert.deepEqual(end, { code: 130, signal: null }, stderr);
+  const saved = readSavedTrainState(out);
+  assert.ok(saved !== null && saved.epoch >= 1, "a checkpoint was saved");
+  assert.equal(
+    stderr.trim().split("\n").at(-1),
+    `train: interrupted; ${out} keeps its checkpoint of epoch ${saved.epoch} of 1000 (step ${2 * saved.epoch}): continue with attnlip train --resume ${out}`,
+  );
+
+  const resumed = runAttnlip([
+    "train",
+    "--resume",
+    out,
+    "--epochs",
+    String(saved.epoch + 1),
+    "--workers",
+    "1",
+    "--progress",
+    "none",
+  ]);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(
+    resumed.stdout,
+    new RegExp(
+      `^resuming from epoch ${saved.epoch} step ${2 * saved.epoch} of ${out.replaceAll("/", "\\/")} \\(its last checkpoint\\): training epochs ${saved.epoch + 1} to ${saved.epoch + 1}$`,
+      "m",
+    ),
+  );
+});
+
+test("interruptedLine: nothing saved yet; a commit under way counts as saved (its journal rolls it forward on load)", () => {
+  const empty = mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-"));
+  assert.equal(
+    interruptedLine(empty),
+    `train: interrupted before the first checkpoint (one is saved at the end of each epoch): nothing was saved in ${empty}; run the command again to start over`,
+  );
+  // A valid state of a real run (test/fixtures/demo-vit-tiny/baseline), then a commit of the next epoch
+  // under way: its journal exists and the new train_state.json is still a temporary file.
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-"));
+  const state = JSON.parse(readFileSync(join(FIXTURE, "train_state.json"), "utf8"));
+  writeFileSync(join(dir, "train_state.json"), JSON.stringify(state));
+  assert.equal(readSavedTrainState(dir)?.epoch, state.epoch);
+  writeFileSync(
+    join(dir, "train_state.json.tmp"),
+    JSON.stringify({ ...state, epoch: state.epoch + 1 }),
+  );
+  assert.equal(
+    readSavedTrainState(dir)?.epoch,
+    state.epoch,
+    "a stray .tmp without a journal is ignored",
+  );
+  writeFileSync(
+    join(dir, "checkpoint.commit.json"),
+    JSON.stringify({ files: ["train_state.json"] }),
+  );
+  assert.match(
+    interruptedLine(dir),
+    new RegExp(`keeps its checkpoint of epoch ${state.epoch + 1} of `),
+  );
+  writeFileSync(join(dir, "train_state.json"), "{ not json");
+  rmSync(join(dir, "checkpoint.commit.json"));
+  assert.equal(readSavedTrainState(dir), null, "an unreadable train_state.json is no checkpoint");
+});
