@@ -94,13 +94,38 @@ test("softmax at equal logits from the all-ones start (its null space): the rand
   x.dispose();
 });
 
-test("power iteration on a zero map returns 0 without NaN", () => {
+test("power iteration on a zero map returns 0, converged after its random restarts, without NaN", () => {
+  // Zero: Df v = 0 in float32 even with the direction scaled by 2^120, on the start and on
+  // maxRestarts random directions.
   const x = tf.tensor1d([1, 2, 3]);
   const r = noLeak(() => powerIterationLipschitz((t) => tf.mul(t, 0), x, { maxRestarts: 2 }));
   assert.equal(r.value, 0);
   assert.ok(r.converged);
   assert.equal(r.restarts, 2);
   x.dispose();
+});
+
+test("power iteration on maps with constants 1e-25, 1e-31, 1e-60, 1e25 and 1e38: the constant times the map's, converged, never a converged 0", () => {
+  // gloro #8 / issue 38: Df^T Df v ~ L^2 underflowed float32 (a converged 0 for 1e-25 and
+  // 1e-31) or overflowed it (1e25 threw); the products now run at a power-of-two scale.
+  const w = tf.tensor2d(uniform(30, 9, -1, 1), [5, 6]);
+  const x = tf.tensor2d(uniform(15, 10, -1, 1), [3, 5]);
+  const g = smallMap(w);
+  const truth = denseLipschitz(g, x);
+  // 1e-60 as two factors of 1e-30 (a single float32 constant cannot be below 1.4e-45).
+  for (const factors of [[1e-25], [1e-31], [1e-30, 1e-30], [1e25], [1e38]]) {
+    const c = factors.reduce((a, b) => a * b, 1);
+    const f = (t: tf.Tensor) => factors.reduce((y: tf.Tensor, k) => tf.mul(y, k), g(t));
+    const r = noLeak(() => powerIterationLipschitz(f, x));
+    assert.ok(r.converged && r.residual <= r.tolerance, `${c}: converged (residual ${r.residual})`);
+    assert.ok(Math.abs(r.value / (c * truth) - 1) < 1e-5, `${c}: ${r.value} vs ${c * truth}`);
+  }
+  // A map that is NaN stays refused, at every scale.
+  assert.throws(
+    () => powerIterationLipschitz((t) => tf.mul(t, Number.NaN), x),
+    /non-finite entry \(NaN\) at every scale/,
+  );
+  tf.dispose([w, x]);
 });
 
 test("power iteration matches the dense spectral norm and approaches it from below", () => {
@@ -126,7 +151,9 @@ test("power iteration matches the dense spectral norm and approaches it from bel
 
 test("symmetric eigenvalues and spectral norm (float64)", () => {
   // [[2, 1], [1, 2]] has eigenvalues 3 and 1
-  const e = Float64Array.from(symEigen([2, 1, 1, 2], 2).values).sort().reverse();
+  const e = Float64Array.from(symEigen([2, 1, 1, 2], 2).values)
+    .sort()
+    .reverse();
   assert.ok(Math.abs(e[0] - 3) < 1e-14 && Math.abs(e[1] - 1) < 1e-14);
   // diag(1, 2, 3) rotated: singular values of a 2x3 matrix [[3, 0, 0], [0, 4, 0]] -> 4
   assert.ok(Math.abs(spectralNorm([3, 0, 0, 0, 4, 0], 2, 3) - 4) < 1e-14);
@@ -177,14 +204,21 @@ test("close singular values in 200 dimensions: converged only once within tolera
     const r = powerIterationLipschitz(f, x, { maxIterations: cap });
     assert.ok(r.iterations <= cap, `cap ${cap}: ${r.iterations}`);
     assert.ok(r.value <= 1 + 1e-6, `cap ${cap}: ${r.value} above the truth`);
-    assert.equal(r.converged, r.residual <= r.tolerance, `cap ${cap}: converged means the residual test`);
+    assert.equal(
+      r.converged,
+      r.residual <= r.tolerance,
+      `cap ${cap}: converged means the residual test`,
+    );
     if (r.converged) assert.ok(1 - r.value <= 1e-6, `cap ${cap}: converged at ${r.value}`);
     else assert.equal(r.iterations, cap, `cap ${cap}: stopped early without converging`);
   }
   const capped = powerIterationLipschitz(f, x, { maxIterations: 5 });
   assert.ok(!capped.converged && capped.residual > 1e-6 && 1 - capped.value > 1e-6);
   const full = noLeak(() => powerIterationLipschitz(f, x));
-  assert.ok(full.converged && 1 - full.value <= 1e-6 && full.iterations < 100, `${full.iterations}`);
+  assert.ok(
+    full.converged && 1 - full.value <= 1e-6 && full.iterations < 100,
+    `${full.iterations}`,
+  );
   // A small search space (thick restarts every 6 vectors) still converges to the same value.
   const small = powerIterationLipschitz(f, x, { basisSize: 6 });
   assert.ok(small.converged && 1 - small.value <= 1e-6, `${small.value} after ${small.iterations}`);
@@ -199,7 +233,9 @@ test("issue 9: an explicit start on the second singular direction still finds th
   assert.ok(Math.abs(r.value - 3) <= 3e-6, `diag(3, 1) from e2: ${r.value}`);
   assert.ok(r.converged && r.residual <= 1e-6);
   // 64 dimensions, where the probe alone has a smaller Rayleigh quotient than the start's 1.
-  const d = Array.from({ length: 64 }, (_, i) => (i === 0 ? 3 : i === 1 ? 1 : 0.9 * Math.cos(i) ** 2));
+  const d = Array.from({ length: 64 }, (_, i) =>
+    i === 0 ? 3 : i === 1 ? 1 : 0.9 * Math.cos(i) ** 2,
+  );
   const big = diagonalMap(d);
   const x64 = tf.ones([64]);
   for (const k of [1, 5]) {
@@ -228,7 +264,10 @@ test("a start on the second right singular vector of a dense matrix map: the lar
   assert.ok(Math.abs(svd.diagonal[0] - truth) < 1e-5 * truth);
   const second = svd.rightSingularVectors.getColumn(1);
   const r = noLeak(() => powerIterationLipschitz(f, x, { start: second }));
-  assert.ok(Math.abs(r.value - truth) <= 2e-6 * truth, `${r.value} vs ${truth} (second: ${svd.diagonal[1]})`);
+  assert.ok(
+    Math.abs(r.value - truth) <= 2e-6 * truth,
+    `${r.value} vs ${truth} (second: ${svd.diagonal[1]})`,
+  );
   assert.ok(r.converged);
   tf.dispose([w, x]);
 });

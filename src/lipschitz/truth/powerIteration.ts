@@ -73,8 +73,9 @@ export interface PowerIterationResult {
    */
   relativeChange: number;
   /**
-   * residual <= tolerance (from a start with a random part); or Df(x) = 0 on the start and on
-   * `maxRestarts` random directions. See {@link powerIterationLipschitz} for what this
+   * residual <= tolerance (from a start with a random part); or Df(x) v = 0 in float32 at every
+   * scale up to 2^120 (||Df(x) v|| below about 1e-80) on the start and on `maxRestarts` random
+   * directions. See {@link powerIterationLipschitz} for what this
    * guarantees and what it does not.
    */
   converged: boolean;
@@ -82,8 +83,79 @@ export interface PowerIterationResult {
   restarts: number;
 }
 
-/** Values sqrt(u^T A u) at most this are treated as collapsed (u in the null space). */
-const COLLAPSED = 1e-30;
+/**
+ * The largest power-of-two exponent a product's tangent or cotangent is scaled by: its largest
+ * entry then stays below 2^120 = 1.3e36, inside float32's range (3.4e38).
+ */
+const MAX_EXPONENT = 120;
+
+/** A product whose largest entry lies within 2^(+-this) of 1 is kept as it is. */
+const IN_RANGE = 20;
+
+/** Largest |entry| of values, NaN when one is not finite. */
+function maxAbs(values: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < values.length; i++) {
+    const a = Math.abs(values[i]);
+    if (!(a < Infinity)) return Number.NaN;
+    if (a > m) m = a;
+  }
+  return m;
+}
+
+/**
+ * A linear float32 product run at a power-of-two scale that keeps it inside float32's range:
+ * run(2^e) for exponents e in [-MAX_EXPONENT, MAX_EXPONENT], starting at `start`, until the
+ * largest entry is finite and within 2^(+-IN_RANGE) of 1 (a power of two scales a float32
+ * product exactly, so only under- and overflow change). Gives up after 12 tries with the last
+ * finite non-zero result, or zeros when every scale up to 2^MAX_EXPONENT gave exactly 0.
+ *
+ * @param run the product of the tangent (or cotangent) scaled by the given factor, read back.
+ * @returns the values at scale 2^exponent (divide by it), or null values when the product is 0
+ *   at every scale tried.
+ * @throws NonFiniteError when no scale gives a finite product (`what` names it).
+ */
+function scaledProduct(
+  run: (scale: number) => Float32Array,
+  start: number,
+  what: string,
+): { values: Float32Array | null; exponent: number } {
+  let e = start;
+  let overflow = Infinity; // the lowest exponent that gave a non-finite product
+  let underflow = -Infinity; // the highest exponent that gave exactly 0
+  let found: { values: Float32Array; exponent: number } | null = null;
+  let bad = 0;
+  for (let tries = 0; tries < 12; tries++) {
+    const values = run(2 ** e);
+    const m = maxAbs(values);
+    let next: number;
+    if (Number.isNaN(m)) {
+      overflow = Math.min(overflow, e);
+      bad = values.find((v) => !Number.isFinite(v)) ?? Number.NaN;
+      next = e - 64;
+    } else if (m === 0) {
+      underflow = Math.max(underflow, e);
+      next = e + 64;
+    } else {
+      found = { values, exponent: e };
+      const shift = -Math.round(Math.log2(m));
+      if (Math.abs(shift) <= IN_RANGE) break;
+      next = e + shift;
+    }
+    next = Math.max(-MAX_EXPONENT, Math.min(MAX_EXPONENT, next));
+    if (!(next > underflow && next < overflow))
+      next = Math.floor(
+        (Math.max(underflow, -MAX_EXPONENT) + Math.min(overflow, MAX_EXPONENT)) / 2,
+      );
+    if (next === e || next <= underflow || next >= overflow) break;
+    e = next;
+  }
+  if (found !== null) return found;
+  if (overflow === Infinity) return { values: null, exponent: e };
+  throw new NonFiniteError(
+    `power iteration: ${what} has a non-finite entry (${bad}) at every scale of the direction from 2^${-MAX_EXPONENT} to 2^${MAX_EXPONENT}: the model's Jacobian overflows float32 (weights far too large?)`,
+  );
+}
 
 /** A new direction whose part outside the search space is below this fraction is "in the space". */
 const IN_SPAN = 1e-10;
@@ -180,15 +252,28 @@ function ritzPairs(h: Float64Array, m: number): { values: number[]; vectors: Flo
  * arithmetic; like any Krylov method it can stop early if that component is tiny). Unconverged
  * (the cap came first): the value is still from below, by an unknown amount.
  *
- * If Df(x) u is 0 (|| || <= 1e-30) for every direction tried, random directions are added;
- * after `maxRestarts` of them the result is value 0, residual 0, converged = true (Df(x)
- * vanishes on every tried direction).
+ * Scale: each product runs at a power-of-two scale of its direction (up to 2^+-120) chosen
+ * so that it stays inside float32's range, and the scales are undone in float64 (exact: a power
+ * of two scales a float32 product without rounding). Without it Df^T Df v ~ L^2 underflowed to 0
+ * for L below about 1e-19 (constants 1e-25 and 1e-31 were a converged 0) and overflowed above
+ * about 1e19 (1e25 threw). Measured on a 3 x 3 tanh map times a constant: exact to 1e-7 from
+ * 1e-70 to 1e60 (1e-42: 5e-4, the constant itself being a float32 subnormal; 1e-80: 7e-4, and
+ * reported unconverged); the map's own forward pass must stay in float32 (a constant above
+ * 3.4e38 applied at once overflows there, whatever the scale).
+ *
+ * Zero: if Df(x) v is exactly 0 even at the largest scale (2^120, so ||Df(x) v|| below about
+ * 1e-80 for a unit v) for every direction tried, random directions are added; after
+ * `maxRestarts` of them the result is value 0, residual 0, converged = true: Df(x) vanishes on
+ * every tried direction as far as float32 can see (a map such as x -> 0 * x, or one whose
+ * constant is below about 1e-80). Any non-zero product, however small, is an estimate like any
+ * other, never 0.
  *
  * @param f deterministic differentiable map on float32 tensors (dropout off).
  * @param x float32 point, any shape (not disposed).
  * @returns see {@link PowerIterationResult}. Leaves tf.memory().numTensors unchanged.
- * @throws RangeError on bad options or a start of the wrong length; Error when a product is
- *   not finite (NaN/Inf in f or its gradient); TypeError when x is not float32.
+ * @throws RangeError on bad options or a start of the wrong length; NonFiniteError (a
+ *   RangeError) when a product is not finite at any scale of its direction (NaN/Inf in f or its
+ *   gradient); TypeError when x is not float32.
  * @example
  * // ||diag(1, 0.999, 0.5)||_2 = 1, converged after 3 products (the space then spans R^3)
  * const r = powerIterationLipschitz((t) => tf.mul(t, tf.tensor1d([1, 0.999, 0.5])), tf.ones([3]));
@@ -241,22 +326,61 @@ export function powerIterationLipschitz(
   let h = new Float64Array(0);
   let iterations = 0;
 
-  /** A v = Df^T (Df v), float32 products, read back as float64. */
+  /** Runs a float32 product on `values` (shape `of`) and reads it back. */
+  const product = (
+    op: (t: tf.Tensor) => tf.Tensor,
+    values: ArrayLike<number>,
+    scale: number,
+    of: number[],
+  ): Float32Array => {
+    const z = tf.tidy(() =>
+      op(
+        tf.tensor(
+          Float32Array.from(values, (a) => a * scale),
+          of,
+          "float32",
+        ),
+      ),
+    );
+    const data = z.dataSync() as Float32Array;
+    z.dispose();
+    return data;
+  };
+  // Power-of-two scales of the tangent and the cotangent, kept between products: both start at
+  // 1 and move only when a product leaves float32's comfortable range.
+  let tangentExponent = 0;
+  let cotangentExponent = 0;
+
+  /**
+   * A v = Df^T (Df v): two float32 products, each run at a power-of-two scale that keeps it in
+   * float32's range (a map with constant 1e-31 has Df^T Df v ~ 1e-62, which underflows to 0;
+   * one with 1e25 has 1e50, which overflows), the scales undone in float64.
+   */
   const apply = (v: Float64Array): Float64Array => {
     iterations++;
-    const z = tf.tidy(() => {
-      const vt = tf.tensor(Float32Array.from(v), shape, "float32");
-      const w = jvp(f, x, vt, outShape);
-      return vjp(f, x, w);
-    });
-    const data = z.dataSync();
-    z.dispose();
-    for (let i = 0; i < data.length; i++)
-      if (!Number.isFinite(data[i]))
-        throw new NonFiniteError(
-          `power iteration: Df^T Df v has a non-finite entry (${data[i]}) at ${i}: the model's Jacobian overflows float32 (weights far too large?)`,
-        );
-    return Float64Array.from(data);
+    const w = scaledProduct(
+      (c) => product((t) => jvp(f, x, t, outShape), v, c, shape),
+      tangentExponent,
+      "Df v",
+    );
+    tangentExponent = w.exponent;
+    if (w.values === null) return new Float64Array(size); // Df v = 0 at every scale
+    // The cotangent Df v, normalised to a largest entry of about 1 (exact: a power of two).
+    const norm = -Math.round(Math.log2(maxAbs(w.values)));
+    const u = Float64Array.from(w.values, (a) => a * 2 ** norm);
+    const y = scaledProduct(
+      (c) => product((t) => vjp(f, x, t), u, c, outShape),
+      cotangentExponent,
+      "Df^T Df v",
+    );
+    cotangentExponent = y.exponent;
+    const out = new Float64Array(size);
+    if (y.values === null) return out;
+    const undo = -(w.exponent + norm + y.exponent);
+    // Two factors: 2^undo alone may leave float64's range although the result does not.
+    const half = Math.trunc(undo / 2);
+    for (let i = 0; i < size; i++) out[i] = y.values[i] * 2 ** half * 2 ** (undo - half);
+    return out;
   };
 
   /** H with one more row and column for the newest basis vector. */
@@ -336,7 +460,7 @@ export function powerIterationLipschitz(
     const next = Math.sqrt(lambda);
     relativeChange = value > 0 && next > 0 ? Math.abs(next - value) / next : Infinity;
     value = next;
-    if (value <= COLLAPSED) {
+    if (!(value > 0)) {
       // Df vanishes on the whole space so far: try random directions before concluding 0.
       value = 0;
       residual = 0;
