@@ -476,7 +476,7 @@ test("APGD under a flat loss (logits scaled by 1e-10): robust accuracy at most P
       `${norm}: FGSM breaks inputs (${last.fgsm!.robustAccuracy} vs clean ${ev.cleanAccuracy})`,
     );
     for (const e of eps) {
-      let final = new Float64Array(0);
+      let final: Float64Array = new Float64Array(0);
       const adv = apgdWithLoss(
         at,
         x,
