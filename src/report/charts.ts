@@ -119,15 +119,28 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
  * squares, the paper's form dotted with triangles (docs/math.md section 2 says why each lies
  * where it does).
  */
-export function variantFamily(variant: string): "distribution-aware" | "prior art" | "paper" | "truth" {
+export function variantFamily(
+  variant: string,
+): "distribution-aware" | "prior art" | "paper" | "truth" {
   if (variant === "true" || variant === "composition floor") return "truth";
   if (variant === "paper") return "paper";
-  if (variant === "t3-one" || variant === "t3-half" || variant === "castin" || variant === "kim") return "prior art";
+  if (variant === "t3-one" || variant === "t3-half" || variant === "castin" || variant === "kim")
+    return "prior art";
   return "distribution-aware";
 }
 
-const FAMILY_DASH: Record<string, number[]> = { "distribution-aware": [1, 0], "prior art": [6, 3], paper: [2, 2], truth: [1, 0] };
-const FAMILY_SHAPE: Record<string, string> = { "distribution-aware": "circle", "prior art": "square", paper: "triangle-up", truth: "circle" };
+const FAMILY_DASH: Record<string, number[]> = {
+  "distribution-aware": [1, 0],
+  "prior art": [6, 3],
+  paper: [2, 2],
+  truth: [1, 0],
+};
+const FAMILY_SHAPE: Record<string, string> = {
+  "distribution-aware": "circle",
+  "prior art": "square",
+  paper: "triangle-up",
+  truth: "circle",
+};
 
 /**
  * Chart (b): per run (rows), the median over inputs of every bound variant and of the true
@@ -149,42 +162,81 @@ export function boundsSpec(
   const colour = {
     field: "series",
     type: "nominal",
-    scale: { domain: series, range: [...VARIANT_COLOURS.slice(0, variants.length), "black", "black"].slice(0, series.length) },
+    scale: {
+      domain: series,
+      range: [...VARIANT_COLOURS.slice(0, variants.length), "black", "black"].slice(
+        0,
+        series.length,
+      ),
+    },
     title: "median of",
-    legend: { labelLimit: 400, symbolStrokeWidth: 2 },
+    legend: { labelLimit: 400, symbolStrokeWidth: 2, orient: "bottom", columns: 4 },
   };
   const shape = {
     field: "series",
     type: "nominal",
-    scale: { domain: series, range: [...variants.map((v) => FAMILY_SHAPE[variantFamily(v)]), "circle", "diamond"].slice(0, series.length) },
+    scale: {
+      domain: series,
+      range: [...variants.map((v) => FAMILY_SHAPE[variantFamily(v)]), "circle", "diamond"].slice(
+        0,
+        series.length,
+      ),
+    },
     title: "median of",
-    legend: { labelLimit: 400 },
+    legend: { labelLimit: 400, orient: "bottom", columns: 4 },
   };
   const dash = {
     field: "series",
     type: "nominal",
-    scale: { domain: series, range: [...variants.map((v) => FAMILY_DASH[variantFamily(v)]), [1, 0], [1, 0]].slice(0, series.length) },
+    scale: {
+      domain: series,
+      range: [...variants.map((v) => FAMILY_DASH[variantFamily(v)]), [1, 0], [1, 0]].slice(
+        0,
+        series.length,
+      ),
+    },
     legend: null,
   };
   const blocks = layers.filter((l) => l !== "network");
+  // Each series sits at its own horizontal offset around its layer, in the legend's order, so
+  // that variants with (nearly) equal medians stand side by side instead of covering each
+  // other; a block's line joins the series' points at the same offset. x is numeric: the
+  // block's index (0 for the network) plus the series' offset in (-0.4, 0.4).
+  const offsetOf = (name: string) =>
+    series.length < 2 ? 0 : 0.8 * (series.indexOf(name) / (series.length - 1) - 0.5);
+  const xOf = (p: BoundPoint) =>
+    (p.layer === "network" ? 0 : blocks.indexOf(p.layer)) + offsetOf(p.series);
   const y = {
     field: "median",
     type: "quantitative",
     scale: { type: "log" },
     axis: { format: ".0e" },
-    title: "Lipschitz constant (log scale)",
+    title: "block Lipschitz constant (log scale)",
   };
-  const withData = points.map((p) => ({ ...p, family: variantFamily(p.series) }));
+  const withData = points.map((p) => ({ ...p, family: variantFamily(p.series), x: xOf(p) }));
   const row = (run: string) => ({
     title: { text: run, fontSize: 13 },
     hconcat: [
       ...(blocks.length > 0
         ? [
             {
-              width: Math.max(220, 60 * blocks.length),
+              width: Math.max(220, Math.min(400, 7 * series.length * blocks.length)),
               height: 260,
               data: { values: withData.filter((p) => p.run === run && p.layer !== "network") },
-              encoding: { x: { field: "layer", type: "ordinal", sort: blocks, title: "block", axis: { labelAngle: 0 } }, y },
+              encoding: {
+                x: {
+                  field: "x",
+                  type: "quantitative",
+                  scale: { domain: [-0.5, blocks.length - 0.5], nice: false, zero: false },
+                  title: "block",
+                  axis: {
+                    values: blocks.map((_, i) => i),
+                    labelExpr: `${JSON.stringify(blocks)}[datum.value]`,
+                    grid: false,
+                  },
+                },
+                y,
+              },
               layer: [
                 {
                   transform: [{ filter: "datum.series !== 'true'" }],
@@ -206,10 +258,19 @@ export function boundsSpec(
           ]
         : []),
       {
-        width: 90,
+        width: Math.max(100, 10 * series.length),
         height: 260,
         data: { values: withData.filter((p) => p.run === run && p.layer === "network") },
-        encoding: { x: { field: "layer", type: "ordinal", title: "network", axis: { labels: false, ticks: false } }, y: { ...y, title: null } },
+        encoding: {
+          x: {
+            field: "x",
+            type: "quantitative",
+            scale: { domain: [-0.5, 0.5], nice: false, zero: false },
+            title: "network",
+            axis: { labels: false, ticks: false, grid: false },
+          },
+          y: { ...y, title: "network Lipschitz constant (log scale)" },
+        },
         layer: [
           {
             transform: [{ filter: "datum.series !== 'composition floor'" }],
@@ -424,7 +485,11 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
           scale: { scheme: "viridis", type: "sqrt", domain: [0, top], nice: false },
           title: "probability",
           // Five labelled values along the gradient, not only its ends.
-          legend: { gradientLength: 160, values: [0, 0.25, 0.5, 0.75, 1].map((f) => f * top), format: ".2f" },
+          legend: {
+            gradientLength: 160,
+            values: [0, 0.25, 0.5, 0.75, 1].map((f) => f * top),
+            format: ".2f",
+          },
         },
       },
     },
@@ -437,7 +502,12 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
  * @param pixels row-major [height, width, channels] values in [0, 1].
  * @example inputImageSpec(pixels, 28, 28, 1)
  */
-export function inputImageSpec(pixels: readonly number[], height: number, width: number, channels: number): TopLevelSpec {
+export function inputImageSpec(
+  pixels: readonly number[],
+  height: number,
+  width: number,
+  channels: number,
+): TopLevelSpec {
   const values: { x: number; y: number; v: number }[] = [];
   for (let y = 0; y < height; y++)
     for (let x = 0; x < width; x++) {
@@ -454,7 +524,12 @@ export function inputImageSpec(pixels: readonly number[], height: number, width:
     encoding: {
       x: { field: "x", type: "ordinal", axis: null },
       y: { field: "y", type: "ordinal", axis: null },
-      color: { field: "v", type: "quantitative", scale: { domain: [0, 1], range: ["black", "white"] }, legend: null },
+      color: {
+        field: "v",
+        type: "quantitative",
+        scale: { domain: [0, 1], range: ["black", "white"] },
+        legend: null,
+      },
     },
   } as TopLevelSpec;
 }
@@ -466,7 +541,13 @@ export function trainingSpec(
   runs: string[],
 ): TopLevelSpec {
   // The legend below the panels: two panels and a legend at the side would not fit 800 px.
-  const colour = { field: "run", type: "nominal", scale: runScale(runs), title: "run", legend: { orient: "bottom" } };
+  const colour = {
+    field: "run",
+    type: "nominal",
+    scale: runScale(runs),
+    title: "run",
+    legend: { orient: "bottom" },
+  };
   const accuracy = epochs.filter((e) => e.testAccuracy !== null);
   const panels: object[] = [];
   if (accuracy.length > 0)

@@ -45,7 +45,11 @@ function isNumeric(cell: Cell): boolean {
   return /^[-−+]?(\d[\d.,]*(e[-+]?\d+)?%?|∞|—)$/.test(cell.trim());
 }
 
-/** A table with a header row; the first column is a row header. */
+/**
+ * A table with a header row; the first column is a row header. Text cells wrap (long paths and
+ * descriptions too, anywhere if they must) so that the table fits the page's column; numeric
+ * cells do not.
+ */
 export function table(header: Cell[], rows: Cell[][], caption?: string): string {
   const head = `<tr>${header.map((h) => `<th scope="col">${cellHtml(h)}</th>`).join("")}</tr>`;
   const body = rows
@@ -88,15 +92,18 @@ h3 { font-size: 16px; margin: 20px 0 6px; }
 p.runs { color: #555; margin: 0 0 12px; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; vertical-align: -1px; margin-right: 4px; }
 .howto { background: #f3f6fa; border-left: 4px solid #4c78a8; padding: 10px 16px; margin: 16px 0; }
+.findings { background: #f2f8f0; border-left-color: #54a24b; }
+.howto ul { margin: 4px 0 8px; }
 nav ol { columns: 2; margin: 8px 0; }
 figure.chart { margin: 12px 0 20px; overflow-x: auto; }
 figure.chart svg { display: block; max-width: none; }
 figcaption { color: #555; font-size: 13px; margin-top: 4px; max-width: 900px; }
 .table-wrap { overflow-x: auto; margin: 8px 0 16px; }
-table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; max-width: 100%; }
 caption { text-align: left; font-weight: bold; padding: 4px 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; white-space: nowrap; }
-td.num { text-align: right; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; min-width: 4em; }
+td.num { text-align: right; white-space: nowrap; }
+th { overflow-wrap: break-word; }
 th[scope=row], thead th { background: #f5f5f5; text-align: left; }
 td small { color: #777; }
 p.warn { color: #a94442; background: #f2dede; border: 1px solid #ebccd1; padding: 6px 12px; margin: 6px 0; }

@@ -37,6 +37,7 @@ import {
   warning,
   type Cell,
 } from "./html.ts";
+import { findingsOf, type Findings } from "./findings.ts";
 import { loadRun, type RunData } from "./load.ts";
 import { attackLabel, attacksReading, orderAttacks } from "../robustness/registry.ts";
 import { renderVegaLite } from "./render.ts";
@@ -60,8 +61,9 @@ export interface ReportOptions {
    */
   allowMixed?: boolean;
   /**
-   * A note shown above the charts, e.g. the demo's pointer to a committed study's verdict
-   * beside its own single-seed runs: a heading and its lines (plain text).
+   * Another experiment's note, e.g. the demo's pointer to a committed study's verdict beside
+   * its own single-seed runs: a heading and its lines (plain text), shown in a section of its
+   * own after the runs' sections (the top box says what these runs found).
    */
   note?: { heading: string; lines: string[] };
   /** Gets the one-line warnings the report also shows at its top (e.g. runs trained differently). */
@@ -95,7 +97,7 @@ const HOW_TO_READ = `Each bound is an upper bound on the <em>local Lipschitz con
 how much a block's output, or the network's logits, can change per unit change of the input. Beside
 the bounds is the <em>true value</em>, measured exactly for the whole network and estimated from below
 (Lanczos, a Krylov power iteration) for each block; an estimate that did not converge is flagged. A bound is <em>tighter</em> when it is closer to the true value, that is
-when its ratio bound / true is closer to 1. The prior-art variants use the worst-case constants 1 and
+when its bound/true is closer to 1 (bigger is looser). The prior-art variants use the worst-case constants 1 and
 1/2 for the softmax; the distribution-aware variants (arXiv:2507.07814) use sigma, the spectral norm of
 each attention row's softmax Jacobian, which is small for peaked and for flat rows and reaches 1/2
 only for rows that split their mass evenly between two tokens. <em>JaSMin</em> is a training
@@ -213,7 +215,7 @@ function convergenceNote(conv: RunConvergence): string {
   return warning(
     `${t.unconverged} of ${t.estimates} true values of blocks and heads did not converge ` +
       `(${sum("block", "unconverged")} of ${sum("block", "estimates")} block, ${sum("heads", "unconverged")} of ${sum("heads", "estimates")} head estimates; ${how}): ` +
-      "each is low by an unknown amount, so its ratios bound / true are too high. Blocks with some are marked * (unconverged / estimates)." +
+      "each is low by an unknown amount, so its bound/true values are too high. Blocks with some are marked * (unconverged / estimates)." +
       unrecorded,
   );
 }
@@ -236,7 +238,7 @@ async function boundsSection(runs: RunData[]): Promise<string> {
             ),
             "bounds",
           ),
-          "Median over inputs of every bound variant (colours) and of the true value (black) per block, and for the whole network in its own panel, log scale; the closer a bound lies to the black one, the tighter it is. " +
+          "Median over inputs of every bound variant (colours) and of the true value (black) per block, and for the whole network in its own panel, log scale; each series stands at its own offset beside its block, in the legend's order, so that equal values do not hide each other. The closer a bound lies to the black one, the tighter it is. " +
             "Distribution-aware variants (solid, circles) use each attention row's own sigma; prior art (dashed, squares) uses the worst case 1/2 (t3-half), 1 (t3-one) or a ball bound (castin); the paper's form (dotted, triangle) uses ||X||^2 of the whole input, which makes it looser than prior art here. " +
             (runs.some((r) => layerSummaries(r).some((l) => l.floor !== null))
               ? "The network bound multiplies the block bounds with the factors outside the blocks (embedding, norms, head), so even exact block values give the composition floor (hollow diamond), far above the network's true value: no layer-wise bound can go below it."
@@ -286,8 +288,12 @@ async function boundsSection(runs: RunData[]): Promise<string> {
         ) +
         convergenceNote(conv) +
         (anyRatio
-          ? table(header, ratios, "Median ratio bound / true per layer (q1–q3)")
-          : notAvailable("ratios bound / true (no true values)"))
+          ? table(
+              header,
+              ratios,
+              "Median bound/true per layer (q1–q3; 1 would be exact, bigger is looser)",
+            )
+          : notAvailable("bound/true (no true values)"))
       );
     })
     .join("\n");
@@ -786,6 +792,17 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     await mapsSection(data, maxMapSize),
     await trainingSection(data),
     configSection(data),
+    // Another experiment (the demo's committed study) comes after this run's own sections, under
+    // a heading that says so: the top of the page is about these runs only.
+    ...(options.note !== undefined
+      ? [
+          section(
+            "other-experiment",
+            "Beside these runs: another experiment",
+            `<div class="howto"><strong>${escapeHtml(options.note.heading)}</strong><ul>${options.note.lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul></div>`,
+          ),
+        ]
+      : []),
   ];
   const contents = [
     ["sigma", "Attention rows: sigma against p(1)"],
@@ -795,6 +812,7 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     ["attention-maps", "Attention maps"],
     ["training", "Training curves"],
     ["configuration", "Run configuration"],
+    ["other-experiment", "Another experiment"],
   ].filter(([id]) => sections.some((s) => s.includes(`<section id="${id}">`)));
   const runLine = data
     .map(
@@ -825,17 +843,27 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
           ),
         ]
       : []),
+    findingsBox(findingsOf(data)),
     `<div class="howto"><strong>How to read this report.</strong> ${HOW_TO_READ}</div>`,
-    ...(options.note !== undefined
-      ? [
-          `<div class="howto"><strong>${escapeHtml(options.note.heading)}</strong><ul>${options.note.lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul></div>`,
-        ]
-      : []),
     `<nav><ol>${contents.map(([id, t]) => `<li><a href="#${id}">${escapeHtml(t)}</a></li>`).join("")}</ol></nav>`,
     ...sections,
     `<footer>Made by attnlip report. Charts: Vega-Lite, rendered to SVG without a browser. This file needs no network.</footer>`,
   ];
   return page(title, body.join("\n"));
+}
+
+/** The top box: what these runs found and their settings ({@link findingsOf}), escaped. */
+function findingsBox(f: Findings): string {
+  const list = (lines: string[]) =>
+    `<ul>${lines.map((l) => `<li>${escapeHtml(l)}</li>`).join("")}</ul>`;
+  return (
+    `<div class="howto findings" id="findings"><strong>${escapeHtml(f.heading)}</strong>` +
+    (f.lines.length > 0
+      ? list(f.lines)
+      : `<p>${escapeHtml("No results to compare: analysis.json has no network true value and there is no attack.json.")}</p>`) +
+    (f.settings.length > 0 ? `<strong>Settings</strong>${list(f.settings)}` : "") +
+    "</div>"
+  );
 }
 
 /** Writes the report atomically (a temporary file, then rename), creating the folder. */

@@ -23,7 +23,7 @@ test("attnlip demo --quick --force trains both models, analyses, attacks and wri
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^demo: --force: replacing baseline\/, jasmin\/, summary\.json in /m);
     assert.match(r.stdout, /median network Lipschitz, true/);
-    assert.match(r.stdout, /tightness t3-top2 \(bound\/true\)/);
+    assert.match(r.stdout, /median network bound\/true, t3-top2/);
     // The quick demo's models are near chance, and it says so whenever they are.
     const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as {
       runs: { cleanAccuracy: number }[];
@@ -58,7 +58,7 @@ test("attnlip demo --quick --force trains both models, analyses, attacks and wri
   assert.ok(summary.runs[1].jasmin > 0 && summary.runs[0].jasmin === 0);
   for (const run of summary.runs) {
     assert.ok(run.networkTrueMedian > 0);
-    for (const ratio of Object.values(run.tightness) as number[])
+    for (const ratio of Object.values(run.boundOverTrue) as number[])
       assert.ok(ratio >= 1, "bounds at or above the truth");
   }
   const html = readFileSync(join(out, "report.html"), "utf8");

@@ -1,6 +1,16 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -37,10 +47,21 @@ let reportPath = "";
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "attnlip-report-browser-"));
   reportPath = join(work, "report.html");
+  // A long folder path without spaces (shown whole in the configuration and file tables) and a
+  // long data description: the tables must wrap them to fit the page, not run wider.
+  const deep = join(
+    work,
+    "a-study-folder-with-a-long-name",
+    "lambda-0.1-seed-0-epochs-30-pretrained-vit-tiny-with-shifts",
+  );
+  cpSync(FIXTURES.jasmin, deep, { recursive: true });
+  const attack = JSON.parse(readFileSync(join(deep, "attack.json"), "utf8"));
+  attack.data = `mnist: ${"the held-out test split of the checkpoint, content and digests checked; ".repeat(3)}`;
+  writeFileSync(join(deep, "attack.json"), JSON.stringify(attack));
   const html = await buildReport([
     { dir: FIXTURES.baseline, name: "baseline" },
     // A long run name, as the demo gives it: legends must show it whole.
-    { dir: FIXTURES.jasmin, name: "JaSMin (lambda 0.1)" },
+    { dir: deep, name: "JaSMin (lambda 0.1)" },
   ]);
   await writeReport(reportPath, html);
 });
@@ -101,7 +122,9 @@ test(
             const b = (m as SVGGraphicsElement).getBBox();
             return b.width > 0 || b.height > 0;
           });
-          const texts = svg ? [...svg.querySelectorAll("text")].map((x) => x.textContent ?? "") : [];
+          const texts = svg
+            ? [...svg.querySelectorAll("text")].map((x) => x.textContent ?? "")
+            : [];
           return {
             id: f.getAttribute("data-chart"),
             cut: texts.filter((x) => x.endsWith("…")),
@@ -120,7 +143,10 @@ test(
       assert.deepEqual(wide, [], "charts wider than the page at 800 px");
       // The charts with a run legend show the long name whole.
       for (const id of ["sigma-scatter", "distributions", "robustness", "training"])
-        assert.ok(charts.find((c) => c.id === id)?.named, `${id}: no legend label "JaSMin (lambda 0.1)"`);
+        assert.ok(
+          charts.find((c) => c.id === id)?.named,
+          `${id}: no legend label "JaSMin (lambda 0.1)"`,
+        );
       for (const c of charts) {
         assert.equal(c.namespace, "http://www.w3.org/2000/svg", `${c.id}: parsed as SVG`);
         assert.ok(c.width > 0 && c.height > 0, `${c.id}: empty box ${c.width} x ${c.height}`);
@@ -131,6 +157,22 @@ test(
           `${c.id}: ${c.marks} marks, ${c.drawn} with a non-empty box`,
         );
       }
+
+      // Every table fits the column (text cells wrap), so the last run's column is in view.
+      const tables = await page.$$eval(".table-wrap", (wraps) =>
+        wraps.map((w) => ({
+          caption: w.querySelector("caption")?.textContent?.slice(0, 40) ?? "variant legend",
+          overflow: w.scrollWidth - w.clientWidth,
+          right: Math.max(
+            ...[...w.querySelectorAll("thead th")].map((th) => th.getBoundingClientRect().right),
+          ),
+        })),
+      );
+      assert.ok(tables.length >= 6);
+      const wideTables = tables
+        .filter((x) => x.overflow > 0 || x.right > 800)
+        .map((x) => `${x.caption}: ${x.overflow} px over, last column ends at ${x.right} px`);
+      assert.deepEqual(wideTables, [], "tables wider than the page at 800 px");
 
       const shot = join(work, "report.png");
       await page.screenshot({ path: shot, fullPage: true });

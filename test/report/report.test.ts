@@ -88,7 +88,7 @@ test("tables hold every variant's median per layer, true values, ratios, accurac
     both.includes(`>${formatNumber(truth[1])} <small>`),
     "median true value of the network",
   );
-  assert.match(both, /Median ratio bound \/ true per layer/);
+  assert.match(both, /Median bound\/true per layer/);
   const attack = JSON.parse(readFileSync(join(FIXTURES.jasmin, "attack.json"), "utf8"));
   assert.ok(
     both.includes(`${(100 * attack.results[2].pgd).toFixed(1)}%`),
