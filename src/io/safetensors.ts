@@ -11,6 +11,13 @@ import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
  *   bytes 8+N..     the data section: raw little-endian, row-major tensor data; data_offsets are
  *                   byte offsets relative to the start of this section, end exclusive
  *
+ * The data section is entirely indexed: sorted by data_offsets, each tensor begins where the
+ * previous one ends, the first at 0 and the last at the end of the file, so no byte belongs to
+ * no tensor or to two ("the byte buffer needs to be entirely indexed, and cannot contain
+ * holes", the format's README; the reference reader refuses a hole or an overlap with
+ * InvalidOffset and bytes after the last tensor with MetadataIncompleteBuffer). This reader
+ * refuses the same files.
+ *
  * Bytes in, bytes out: nothing here touches the file system, so the format runs in a browser
  * (readSafetensors and writeSafetensors, in safetensorsFile.ts, add the files). The reader
  * validates every length and offset before it allocates anything from it, so a
@@ -74,11 +81,6 @@ export interface DecodeSafetensorsOptions {
    * extra and mis-shaped tensors are all reported in one error.
    */
   expectedShapes?: Map<string, number[]>;
-  /**
-   * Also require the tensors to cover the data section without gaps and up to its end, as
-   * files written by the reference implementation do (default false: gaps are allowed).
-   */
-  requireFullCoverage?: boolean;
 }
 
 /** The content of a safetensors file. */
@@ -354,12 +356,18 @@ function parseEntry(file: string, name: string, value: unknown, dataLength: numb
  * is refused, not loaded from its last entry); "__metadata__" maps strings to strings; each
  * tensor has a supported dtype, a shape of non-negative integers and data_offsets of exactly two
  * non-negative integers with begin <= end <= data section length and end - begin ==
- * product(shape) * bytes per element; no two tensors' byte ranges overlap; optionally no gaps;
- * optionally the expected names and shapes.
+ * product(shape) * bytes per element; the tensors, sorted by data_offsets, tile the data
+ * section: no two overlap (an empty tensor sits between two others, not inside one), no bytes
+ * between two of them or after the last (see the module comment); optionally the expected
+ * names and shapes.
  *
  * @param bytes the whole file.
  * @returns the tensors (in data-offset order) and the metadata.
- * @throws SafetensorsError (an InputError) naming the file, the tensor and the problem.
+ * @throws SafetensorsError (an InputError) naming the file, the tensor and the problem: for
+ *   bytes no tensor covers, their range in the data section and in the file, e.g.
+ *   `model.safetensors: data section bytes [1200, 2224) (file bytes [1336, 2360)) belong to no
+ *   tensor: ...`.
+ * @example decodeSafetensors(encodeSafetensors(new Map([["w", { data: new Float32Array(2), shape: [2] }]]))).tensors.get("w")?.shape // [2]
  */
 export function decodeSafetensors(
   bytes: Uint8Array,
@@ -423,25 +431,7 @@ export function decodeSafetensors(
     (a, b) =>
       a.begin - b.begin || a.end - b.end || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
   );
-  let covered = 0;
-  let previous: Entry | undefined;
-  for (const e of entries) {
-    if (e.begin === e.end) continue; // empty ranges overlap nothing
-    if (previous !== undefined && e.begin < previous.end)
-      throw new SafetensorsError(
-        `${file}: tensors "${previous.name}" [${previous.begin}, ${previous.end}] and "${e.name}" [${e.begin}, ${e.end}] overlap`,
-      );
-    if (options.requireFullCoverage && e.begin !== covered)
-      throw new SafetensorsError(
-        `${file}: data section has a gap at bytes [${covered}, ${e.begin})`,
-      );
-    covered = e.end;
-    previous = e;
-  }
-  if (options.requireFullCoverage && covered !== dataLength)
-    throw new SafetensorsError(
-      `${file}: data section has ${dataLength - covered} unused bytes after offset ${covered}`,
-    );
+  checkTiling(file, entries, dataStart, dataLength);
 
   if (options.expectedShapes !== undefined)
     checkExpectedShapes(file, entries, options.expectedShapes);
@@ -454,6 +444,52 @@ export function decodeSafetensors(
       dtype: e.dtype,
     });
   return { tensors, metadata };
+}
+
+/**
+ * The reference reader's rule (module comment): sorted by (begin, end), each tensor begins
+ * where the previous ended, and the last ends at the end of the data section.
+ *
+ * @param entries sorted by begin, then end. @param dataStart the data section's offset in the file.
+ * @throws SafetensorsError naming the file and the two overlapping tensors, or the bytes no
+ *   tensor covers (in the data section and in the file).
+ */
+function checkTiling(
+  file: string,
+  entries: readonly Entry[],
+  dataStart: number,
+  dataLength: number,
+): void {
+  const unindexed = (from: number, to: number, where: string) =>
+    new SafetensorsError(
+      `${file}: data section bytes [${from}, ${to}) (file bytes [${dataStart + from}, ${dataStart + to})) belong to no tensor: ${where}; the format indexes the whole data section, without holes`,
+    );
+  let covered = 0;
+  let previous: Entry | undefined;
+  for (const e of entries) {
+    if (previous !== undefined && e.begin < covered)
+      throw new SafetensorsError(
+        `${file}: tensors "${previous.name}" [${previous.begin}, ${previous.end}] and "${e.name}" [${e.begin}, ${e.end}] overlap`,
+      );
+    if (e.begin > covered)
+      throw unindexed(
+        covered,
+        e.begin,
+        previous === undefined
+          ? `before "${e.name}", the first tensor`
+          : `between "${previous.name}" and "${e.name}"`,
+      );
+    covered = e.end;
+    previous = e;
+  }
+  if (covered < dataLength)
+    throw unindexed(
+      covered,
+      dataLength,
+      previous === undefined
+        ? "the header lists no tensor"
+        : `after "${previous.name}", the last tensor (${dataLength - covered} bytes appended to the file?)`,
+    );
 }
 
 /** The first 5 items joined, then "and N more[ noun]" when there are more. */

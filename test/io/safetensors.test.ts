@@ -176,12 +176,21 @@ test("overlapping byte ranges are rejected", () => {
     b: { dtype: "F32", shape: [1], data_offsets: [0, 4] },
   };
   rejects(raw(same, new Uint8Array(4)), /overlap/);
-  const empty = {
+  // An empty tensor inside another's range is refused, as the reference reader does; between two, or at either end, it is fine.
+  const inside = {
     a: { dtype: "F32", shape: [2], data_offsets: [0, 8] },
     e: { dtype: "F32", shape: [0, 3], data_offsets: [4, 4] },
   };
-  const { tensors } = decodeSafetensors(raw(empty, new Uint8Array(8)));
-  assert.equal(tensors.get("e")!.data.length, 0);
+  rejects(raw(inside, new Uint8Array(8)), /"a" \[0, 8\] and "e" \[4, 4\] overlap/);
+  for (const at of [0, 4, 8]) {
+    const between = {
+      a: { dtype: "F32", shape: [1], data_offsets: [0, 4] },
+      b: { dtype: "F32", shape: [1], data_offsets: [4, 8] },
+      e: { dtype: "F32", shape: [0, 3], data_offsets: [at, at] },
+    };
+    const { tensors } = decodeSafetensors(raw(between, new Uint8Array(8)));
+    assert.equal(tensors.get("e")!.data.length, 0, `empty tensor at ${at}`);
+  }
 });
 
 test("unknown dtype F99 and unsupported dtypes are rejected by name", () => {
@@ -279,25 +288,85 @@ test("expectedShapes reports missing, extra and mis-shaped tensors", () => {
   );
 });
 
-test("requireFullCoverage rejects gaps and unused trailing bytes", () => {
-  const gap = { a: { dtype: "F32", shape: [1], data_offsets: [4, 8] } };
-  assert.doesNotThrow(() => decodeSafetensors(raw(gap, new Uint8Array(8))));
-  assert.throws(
-    () => decodeSafetensors(raw(gap, new Uint8Array(8)), { requireFullCoverage: true }),
-    /gap at bytes \[0, 4\)/,
+test("bytes no tensor covers are refused, naming the file and the byte range: a hole before the first tensor, between two, after the last", () => {
+  // The data section must be entirely indexed (the format's README); the reference reader
+  // answers InvalidOffset for a hole and MetadataIncompleteBuffer for trailing bytes.
+  const two = (b: [number, number]) => ({
+    a: { dtype: "F32", shape: [1], data_offsets: [0, 4] },
+    b: { dtype: "F32", shape: [2], data_offsets: b },
+  });
+  const headerBytes = (h: unknown) => new TextEncoder().encode(JSON.stringify(h)).length;
+  // A hole in the middle: b starts 4 bytes after a ends.
+  const middle = two([8, 16]);
+  const at = 8 + headerBytes(middle);
+  rejects(
+    raw(middle, new Uint8Array(16)),
+    new RegExp(
+      `^model\\.safetensors: data section bytes \\[4, 8\\) \\(file bytes \\[${at + 4}, ${at + 8}\\)\\) belong to no tensor: between "a" and "b"`,
+    ),
   );
-  const tail = { a: { dtype: "F32", shape: [1], data_offsets: [0, 4] } };
-  assert.throws(
-    () => decodeSafetensors(raw(tail, new Uint8Array(6)), { requireFullCoverage: true }),
-    /2 unused bytes/,
+  // A hole at the start.
+  rejects(
+    raw({ a: { dtype: "F32", shape: [1], data_offsets: [4, 8] } }, new Uint8Array(8)),
+    /data section bytes \[0, 4\) .*before "a", the first tensor/,
   );
+  // Trailing bytes: 2 after the last tensor; bytes with no tensor at all.
+  rejects(
+    raw(two([4, 12]), new Uint8Array(14)),
+    /data section bytes \[12, 14\) .*after "b", the last tensor \(2 bytes appended/,
+  );
+  rejects(
+    raw({ __metadata__: { format: "pt" } }, new Uint8Array(3)),
+    /data section bytes \[0, 3\) .*the header lists no tensor/,
+  );
+  // One line, whatever the case.
+  assert.throws(
+    () => decodeSafetensors(raw(two([4, 12]), new Uint8Array(14))),
+    (e: Error) => !e.message.includes("\n"),
+  );
+  // What the encoder writes tiles the data section exactly, empty tensors and scalars included.
   const written = encodeSafetensors(
     new Map([
       ["x", { data: new Float32Array(3), shape: [3] }],
+      ["e", { data: new Float32Array(0), shape: [0] }],
       ["y", { data: new Float32Array(1), shape: [] }],
     ]),
   );
-  assert.doesNotThrow(() => decodeSafetensors(written, { requireFullCoverage: true }));
+  assert.deepEqual([...decodeSafetensors(written).tensors.keys()], ["e", "x", "y"]);
+});
+
+test("a file with 1,024 bytes appended is refused: the error names the file and the appended range", () => {
+  const written = encodeSafetensors(
+    new Map([["w", { data: new Float32Array([1, 2, 3]), shape: [3] }]]),
+    { format: "pt" },
+  );
+  const longer = new Uint8Array(written.length + 1024);
+  longer.set(written);
+  const dataStart = written.length - 12;
+  rejects(
+    longer,
+    new RegExp(
+      `data section bytes \\[12, 1036\\) \\(file bytes \\[${dataStart + 12}, ${written.length + 1024}\\)\\) belong to no tensor: after "w", the last tensor \\(1024 bytes appended`,
+    ),
+  );
+  assert.doesNotThrow(() => decodeSafetensors(written));
+});
+
+test("a tensor whose byte length is not its dtype's size times its shape is refused, both shorter and longer", () => {
+  for (const [dtype, shape, offsets, needs] of [
+    ["F32", [2, 2], [0, 12], 16],
+    ["F32", [3], [0, 16], 12],
+    ["F16", [3], [0, 8], 6],
+    ["BF16", [2, 2], [0, 6], 8],
+  ] as const) {
+    const span = offsets[1] - offsets[0];
+    rejects(
+      raw({ t: { dtype, shape, data_offsets: offsets } }, new Uint8Array(span)),
+      new RegExp(
+        `"t": shape \\[${shape.join(", ")}\\] \\(${dtype}\\) needs ${needs} bytes.*span ${span}`,
+      ),
+    );
+  }
 });
 
 test("encoder: space padding to 8 bytes, deterministic sorted order, metadata first", () => {
@@ -368,7 +437,6 @@ test("write -> read round trip is bit-exact and atomic (no temporary file left)"
     assert.deepEqual(await readdir(join(dir, "sub")), ["model.safetensors"]);
     const back = await readSafetensors(path, {
       expectedShapes: new Map([...tensors].map(([k, v]) => [k, v.shape])),
-      requireFullCoverage: true,
     });
     assert.deepEqual(back.metadata, { step: "42" });
     for (const [name, t] of tensors) {
