@@ -126,7 +126,7 @@ test("the explorer's attack at eps 0 is its prediction for every model kind (att
   // BERT layout) whose type row is large enough to change every prediction if left out.
   const preset = createModel("text-micro", 1) as TransformerClassifier;
   const segmented = createModel(
-    { ...modelPreset("text-micro"), tokenTypes: 2, pooler: "tanh" },
+    { ...(modelPreset("text-micro") as TextConfig), tokenTypes: 2, pooler: "tanh" as const },
     2,
   ) as TransformerClassifier;
   const type = segmented.getWeights().get("type")!;
