@@ -35,36 +35,48 @@ export interface BlockParams {
  * attn.{wq,bq,wk,bk,wv,bv,wo,bo} (W [d, d] Glorot uniform, b [d] zeros; bq/bk/bv only with
  * qkvBias; L2 attention has no wk, bk nor bq: W_Q serves as the key's too, and only bv with
  * qkvBias, src/nn/l2Attention.ts),
- * ln2.{gamma,beta} [d], mlp.{w1 [d, hidden], b1, w2 [hidden, d], b2}.
+ * ln2.{gamma,beta} [d], mlp.{w1 [d, hidden], b1, w2 [hidden, d], b2}. Roles: the W "weight",
+ * the b "bias", the LayerNorms' "norm".
  */
 export function addBlockParams(store: ParamStore, i: number, cfg: BlockConfig): void {
   const pre = `blocks.${i}`;
   const d = cfg.dModel;
   const sq = { kind: "glorot", fanIn: d, fanOut: d } as const;
-  store.add(`${pre}.ln1.gamma`, [d], { kind: "ones" });
-  store.add(`${pre}.ln1.beta`, [d], { kind: "zeros" });
+  store.add(`${pre}.ln1.gamma`, [d], { kind: "ones" }, "norm");
+  store.add(`${pre}.ln1.beta`, [d], { kind: "zeros" }, "norm");
   const l2 = cfg.attention === "l2";
   for (const m of l2 ? ["q", "v"] : ["q", "k", "v"]) {
-    store.add(`${pre}.attn.w${m}`, [d, d], sq);
+    store.add(`${pre}.attn.w${m}`, [d, d], sq, "weight");
     // L2 attention takes no query bias (it cancels in the scores; Kim et al.'s value map has none).
-    if (cfg.qkvBias && !(l2 && m === "q")) store.add(`${pre}.attn.b${m}`, [d], { kind: "zeros" });
+    if (cfg.qkvBias && !(l2 && m === "q"))
+      store.add(`${pre}.attn.b${m}`, [d], { kind: "zeros" }, "bias");
   }
-  store.add(`${pre}.attn.wo`, [d, d], sq);
-  store.add(`${pre}.attn.bo`, [d], { kind: "zeros" });
-  store.add(`${pre}.ln2.gamma`, [d], { kind: "ones" });
-  store.add(`${pre}.ln2.beta`, [d], { kind: "zeros" });
-  store.add(`${pre}.mlp.w1`, [d, cfg.mlpHidden], {
-    kind: "glorot",
-    fanIn: d,
-    fanOut: cfg.mlpHidden,
-  });
-  store.add(`${pre}.mlp.b1`, [cfg.mlpHidden], { kind: "zeros" });
-  store.add(`${pre}.mlp.w2`, [cfg.mlpHidden, d], {
-    kind: "glorot",
-    fanIn: cfg.mlpHidden,
-    fanOut: d,
-  });
-  store.add(`${pre}.mlp.b2`, [d], { kind: "zeros" });
+  store.add(`${pre}.attn.wo`, [d, d], sq, "weight");
+  store.add(`${pre}.attn.bo`, [d], { kind: "zeros" }, "bias");
+  store.add(`${pre}.ln2.gamma`, [d], { kind: "ones" }, "norm");
+  store.add(`${pre}.ln2.beta`, [d], { kind: "zeros" }, "norm");
+  store.add(
+    `${pre}.mlp.w1`,
+    [d, cfg.mlpHidden],
+    {
+      kind: "glorot",
+      fanIn: d,
+      fanOut: cfg.mlpHidden,
+    },
+    "weight",
+  );
+  store.add(`${pre}.mlp.b1`, [cfg.mlpHidden], { kind: "zeros" }, "bias");
+  store.add(
+    `${pre}.mlp.w2`,
+    [cfg.mlpHidden, d],
+    {
+      kind: "glorot",
+      fanIn: cfg.mlpHidden,
+      fanOut: d,
+    },
+    "weight",
+  );
+  store.add(`${pre}.mlp.b2`, [d], { kind: "zeros" }, "bias");
 }
 
 /**

@@ -59,24 +59,24 @@ export abstract class TransformerClassifier<C extends ModelConfig = ModelConfig>
     const c = this.config;
     const { embeddingNorm, finalNorm, pooler, headBias } = this.layout;
     if (embeddingNorm) {
-      this.params.add("embedding.norm.gamma", [c.dModel], { kind: "ones" });
-      this.params.add("embedding.norm.beta", [c.dModel], { kind: "zeros" });
+      this.params.add("embedding.norm.gamma", [c.dModel], { kind: "ones" }, "norm");
+      this.params.add("embedding.norm.beta", [c.dModel], { kind: "zeros" }, "norm");
     }
     for (let i = 0; i < c.blocks; i++) addBlockParams(this.params, i, this.blockConfig);
     if (finalNorm) {
-      this.params.add("norm.gamma", [c.dModel], { kind: "ones" });
-      this.params.add("norm.beta", [c.dModel], { kind: "zeros" });
+      this.params.add("norm.gamma", [c.dModel], { kind: "ones" }, "norm");
+      this.params.add("norm.beta", [c.dModel], { kind: "zeros" }, "norm");
     }
     if (pooler) {
-      this.params.add("pooler.w", [c.dModel, c.dModel], { kind: "glorot", fanIn: c.dModel, fanOut: c.dModel });
-      this.params.add("pooler.b", [c.dModel], { kind: "zeros" });
+      this.params.add("pooler.w", [c.dModel, c.dModel], { kind: "glorot", fanIn: c.dModel, fanOut: c.dModel }, "weight");
+      this.params.add("pooler.b", [c.dModel], { kind: "zeros" }, "bias");
     }
     this.params.add("head.w", [c.dModel, c.classes], {
       kind: "glorot",
       fanIn: c.dModel,
       fanOut: c.classes,
-    });
-    if (headBias) this.params.add("head.b", [c.classes], { kind: "zeros" });
+    }, "weight");
+    if (headBias) this.params.add("head.b", [c.classes], { kind: "zeros" }, "bias");
   }
 
   /**

@@ -7,6 +7,28 @@ export interface NamedArray {
   shape: number[];
 }
 
+/**
+ * What a parameter is in its layer, recorded where the layer creates it (the optimizer decays
+ * "weight" only, src/train/optimizer.ts):
+ * - "weight": the matrix of a linear map (attention W_Q/W_K/W_V/W_O, MLP, patch embedding,
+ *   pooler, head);
+ * - "bias": a linear map's offset;
+ * - "norm": a LayerNorm gain or offset;
+ * - "embedding": a table of vectors added or looked up, not multiplied (token, position and
+ *   token-type embeddings, ViT's CLS token and position embeddings).
+ */
+export type ParamRole = "weight" | "bias" | "norm" | "embedding";
+
+/** The roles, for validation and messages. */
+export const PARAM_ROLES: readonly ParamRole[] = ["weight", "bias", "norm", "embedding"];
+
+/** A parameter with its name and role, as {@link ParamStore.parameters} lists them. */
+export interface Parameter {
+  name: string;
+  variable: tf.Variable;
+  role: ParamRole;
+}
+
 /** How a parameter is initialised. */
 export type Init =
   | { kind: "zeros" }
@@ -42,6 +64,7 @@ export function initialValues(init: Init, size: number, seed: number, name: stri
  */
 export class ParamStore {
   readonly #vars = new Map<string, tf.Variable>();
+  readonly #roles = new Map<string, ParamRole>();
   #disposed = false;
 
   constructor(readonly seed: number) {}
@@ -49,18 +72,52 @@ export class ParamStore {
   /**
    * Creates and registers a parameter.
    *
-   * @throws Error when `name` is already taken or the store is disposed.
+   * @param role what it is in its layer ({@link ParamRole}), recorded for the optimizer.
+   * @throws Error when `name` is already taken or the store is disposed; RangeError on an
+   *   unknown role.
+   * @example store.add("head.w", [d, classes], { kind: "glorot", fanIn: d, fanOut: classes }, "weight")
    */
-  add(name: string, shape: number[], init: Init): tf.Variable {
+  add(name: string, shape: number[], init: Init, role: ParamRole): tf.Variable {
     this.#check();
     if (this.#vars.has(name)) throw new Error(`params: duplicate parameter name "${name}"`);
+    if (!PARAM_ROLES.includes(role))
+      throw new RangeError(
+        `params: parameter "${name}": unknown role ${JSON.stringify(role)}, expected one of ${PARAM_ROLES.join(", ")}`,
+      );
     const values = initialValues(init, product(shape), this.seed, name);
     const initial = tf.tensor(values, shape, "float32");
     // Variable names are global to the tfjs engine: suffix a counter so models can coexist.
     const v = tf.variable(initial, true, `${name}#${nextId++}`);
     initial.dispose();
     this.#vars.set(name, v);
+    this.#roles.set(name, role);
     return v;
+  }
+
+  /**
+   * The role `name` was created with.
+   *
+   * @throws Error naming the parameter when it does not exist.
+   * @example model.params.role("type") // "embedding"
+   */
+  role(name: string): ParamRole {
+    const role = this.#roles.get(name);
+    if (role === undefined) throw new Error(`params: no parameter named "${name}"`);
+    return role;
+  }
+
+  /**
+   * Every parameter with its name and role, in creation order (what the optimizer takes).
+   *
+   * @example new AdamW(model.params.parameters(), { weightDecay: 0.05 })
+   */
+  parameters(): Parameter[] {
+    this.#check();
+    return [...this.#vars].map(([name, variable]) => ({
+      name,
+      variable,
+      role: this.#roles.get(name)!,
+    }));
   }
 
   /**
@@ -163,6 +220,7 @@ export class ParamStore {
     if (this.#disposed) return;
     for (const v of this.#vars.values()) v.dispose();
     this.#vars.clear();
+    this.#roles.clear();
     this.#disposed = true;
   }
 

@@ -28,9 +28,9 @@ export class TextClassifier extends TransformerClassifier<TextConfig> {
       throw new TypeError(`TextClassifier: config kind is "${parsed.kind}", expected "text"`);
     super(parsed, seed);
     const c = this.config;
-    this.params.add("tok", [c.vocabSize, c.dModel], { kind: "normal", std: 0.02 });
-    this.params.add("pos", [c.maxLength, c.dModel], { kind: "normal", std: 0.02 });
-    if (c.tokenTypes !== undefined) this.params.add("type", [c.tokenTypes, c.dModel], { kind: "normal", std: 0.02 });
+    this.params.add("tok", [c.vocabSize, c.dModel], { kind: "normal", std: 0.02 }, "embedding");
+    this.params.add("pos", [c.maxLength, c.dModel], { kind: "normal", std: 0.02 }, "embedding");
+    if (c.tokenTypes !== undefined) this.params.add("type", [c.tokenTypes, c.dModel], { kind: "normal", std: 0.02 }, "embedding");
     this.addEncoderParams();
   }
 

@@ -29,14 +29,24 @@ export class VisionTransformer extends TransformerClassifier<VitConfig> {
     super(parsed, seed);
     const c = this.config;
     const patchDim = c.patchSize * c.patchSize * c.channels;
-    this.params.add("patch.w", [patchDim, c.dModel], {
-      kind: "glorot",
-      fanIn: patchDim,
-      fanOut: c.dModel,
-    });
-    this.params.add("patch.b", [c.dModel], { kind: "zeros" });
-    this.params.add("cls", [1, c.dModel], { kind: "normal", std: 0.02 });
-    this.params.add("pos", [this.numPatches + 1, c.dModel], { kind: "normal", std: 0.02 });
+    this.params.add(
+      "patch.w",
+      [patchDim, c.dModel],
+      {
+        kind: "glorot",
+        fanIn: patchDim,
+        fanOut: c.dModel,
+      },
+      "weight",
+    );
+    this.params.add("patch.b", [c.dModel], { kind: "zeros" }, "bias");
+    this.params.add("cls", [1, c.dModel], { kind: "normal", std: 0.02 }, "embedding");
+    this.params.add(
+      "pos",
+      [this.numPatches + 1, c.dModel],
+      { kind: "normal", std: 0.02 },
+      "embedding",
+    );
     this.addEncoderParams();
   }
 

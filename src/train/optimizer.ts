@@ -1,5 +1,5 @@
 import { tf } from "../backend.ts";
-import type { NamedArray } from "../nn/params.ts";
+import type { NamedArray, Parameter, ParamRole } from "../nn/params.ts";
 
 /**
  * AdamW (Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization") written with tf
@@ -11,9 +11,12 @@ import type { NamedArray } from "../nn/params.ts";
  *   w <- w - lr * wd * w [decayed parameters only] - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
  * which is PyTorch's torch.optim.AdamW (decay applied to the pre-update weights).
  *
- * Weight decay applies to weight matrices only: parameters of rank >= 2 except the
- * embeddings `cls`, `pos` and `tok` (see {@link decaysWeight}); biases, LayerNorm gains and
- * offsets and embeddings are not decayed, as in the ViT and BERT recipes.
+ * Weight decay applies to the matrices of linear maps only, by each parameter's role recorded
+ * where its layer creates it (src/nn/params.ts, {@link decaysWeight}): biases, LayerNorm gains
+ * and offsets and embeddings (token, position, token-type, ViT's CLS and position embeddings)
+ * are not decayed, as in the ViT and BERT recipes (and minGPT's, which also decides by module
+ * type rather than by name). No list of names: a new embedding is not decayed because it is
+ * created as one.
  */
 
 /** Settings of {@link AdamW}. */
@@ -35,11 +38,14 @@ export interface AdamWState {
   v: Map<string, NamedArray>;
 }
 
-const NOT_DECAYED = new Set(["cls", "pos", "tok"]);
-
-/** Whether weight decay applies to the parameter `name` of shape `shape` (rank >= 2, not an embedding). */
-export function decaysWeight(name: string, shape: readonly number[]): boolean {
-  return shape.length >= 2 && !NOT_DECAYED.has(name);
+/**
+ * Whether weight decay applies to a parameter of this role: the matrix of a linear map
+ * ("weight") yes; a bias, a LayerNorm parameter or an embedding no.
+ *
+ * @example decaysWeight(model.params.role("type")) // false
+ */
+export function decaysWeight(role: ParamRole): boolean {
+  return role === "weight";
 }
 
 function zerosVariable(like: tf.Tensor): tf.Variable {
@@ -64,10 +70,13 @@ export class AdamW {
   readonly #decay: boolean[];
 
   /**
-   * @param params (name, variable) pairs, e.g. model.params.entries().
-   * @throws RangeError when a setting is out of range (beta in [0, 1), epsilon > 0, weight decay >= 0).
+   * @param params the parameters with their roles, model.params.parameters(); or (name,
+   *   variable) pairs, whose roles are unknown, when nothing is decayed (weight decay 0).
+   * @throws RangeError when a setting is out of range (beta in [0, 1), epsilon > 0, weight
+   *   decay >= 0), or when weight decay > 0 is asked of parameters without roles.
+   * @example const opt = new AdamW(model.params.parameters(), { weightDecay: 0.05 });
    */
-  constructor(params: [string, tf.Variable][], options: AdamWOptions = {}) {
+  constructor(params: readonly Parameter[] | readonly [string, tf.Variable][], options: AdamWOptions = {}) {
     this.beta1 = options.beta1 ?? 0.9;
     this.beta2 = options.beta2 ?? 0.999;
     this.epsilon = options.epsilon ?? 1e-8;
@@ -77,9 +86,17 @@ export class AdamW {
     if (!(this.epsilon > 0)) throw new RangeError(`AdamW: epsilon must be > 0, got ${this.epsilon}`);
     if (!(this.weightDecay >= 0) || !Number.isFinite(this.weightDecay))
       throw new RangeError(`AdamW: weightDecay must be finite and >= 0, got ${this.weightDecay}`);
-    this.#names = params.map(([n]) => n);
-    this.#vars = params.map(([, v]) => v);
-    this.#decay = params.map(([n, v]) => decaysWeight(n, v.shape));
+    const list: { name: string; variable: tf.Variable; role: ParamRole | null }[] = params.map((p) =>
+      Array.isArray(p) ? { name: p[0], variable: p[1], role: null } : (p as Parameter),
+    );
+    const unknown = list.find((p) => p.role === null);
+    if (unknown !== undefined && this.weightDecay > 0)
+      throw new RangeError(
+        `AdamW: weightDecay ${this.weightDecay} needs each parameter's role, "${unknown.name}" has none (pass model.params.parameters())`,
+      );
+    this.#names = list.map((p) => p.name);
+    this.#vars = list.map((p) => p.variable);
+    this.#decay = list.map((p) => p.role !== null && decaysWeight(p.role));
     this.#m = this.#vars.map(zerosVariable);
     this.#v = this.#vars.map(zerosVariable);
   }

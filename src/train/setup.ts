@@ -63,7 +63,7 @@ export interface TrainOptions {
   lr?: number;
   /** Final learning rate of the cosine decay [0]. */
   minLr?: number;
-  /** Decoupled weight decay on weight matrices [0.05]. */
+  /** Decoupled weight decay on the matrices of linear maps (parameters of role "weight", src/nn/params.ts) [0.05]. */
   weightDecay?: number;
   /** Linear warm-up steps [10% of the total steps]. */
   warmupSteps?: number;
@@ -451,7 +451,7 @@ async function startRun(
   },
 ): Promise<TrainingRun> {
   const { model, state, out, kind, dataset, hfConfig } = parts;
-  const optimizer = new AdamW(model.params.entries(), { weightDecay: parts.weightDecay });
+  const optimizer = new AdamW(model.params.parameters(), { weightDecay: parts.weightDecay });
   if (out !== null) {
     await mkdir(out, { recursive: true });
     keepEarlierMetrics(out, options.warn ?? console.error);
@@ -520,7 +520,7 @@ export async function restoreRun(options: TrainOptions & { resume: string }): Pr
         state.epochs * batchCount(state.data.trainCount, state.batchSize);
     }
     const o = state.optimizer;
-    const optimizer = new AdamW(model.params.entries(), {
+    const optimizer = new AdamW(model.params.parameters(), {
       beta1: o.beta1,
       beta2: o.beta2,
       epsilon: o.epsilon,

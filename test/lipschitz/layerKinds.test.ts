@@ -120,14 +120,14 @@ test("a toy model with RMSNorm and a scaled residual attention branch: networkBo
       const eps = pick(rand, [1e-5, 1e-2]);
       const store = new ParamStore(t);
       const scale = pick(rand, [0.3, 1, 2]);
-      store.add("norm1.gamma", [d], { kind: "normal", std: scale });
-      store.add("s.alpha", [1], { kind: "normal", std: 1 });
+      store.add("norm1.gamma", [d], { kind: "normal", std: scale }, "norm");
+      store.add("s.alpha", [1], { kind: "normal", std: 1 }, "weight");
       for (const m of ["wq", "wk", "wv", "wo"])
-        store.add(`attn.${m}`, [d, d], { kind: "normal", std: scale / Math.sqrt(d) });
+        store.add(`attn.${m}`, [d, d], { kind: "normal", std: scale / Math.sqrt(d) }, "weight");
       for (const m of ["bq", "bk", "bv", "bo"])
-        store.add(`attn.${m}`, [d], { kind: "normal", std: 0.3 });
-      store.add("out.w", [d, classes], { kind: "glorot", fanIn: d, fanOut: classes });
-      store.add("out.b", [classes], { kind: "zeros" });
+        store.add(`attn.${m}`, [d], { kind: "normal", std: 0.3 }, "bias");
+      store.add("out.w", [d, classes], { kind: "glorot", fanIn: d, fanOut: classes }, "weight");
+      store.add("out.b", [classes], { kind: "zeros" }, "bias");
       const decls: LayerDecl[] = [
         { kind: "rmsNorm", name: "norm1", settings: { eps } },
         {
