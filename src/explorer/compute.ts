@@ -263,7 +263,7 @@ export interface TokenizerDocument {
   json: unknown;
   /** Hugging Face: tokenizer_config.json's content ({} when none). */
   config?: Record<string, unknown>;
-  /** Hugging Face: the id written after a text's tokens. */
+  /** Hugging Face: config.json's `pad_token_id` (the model's pad id, and the padding id when tokenizer.json sets none); absent when none. */
   padId?: number;
 }
 
@@ -274,7 +274,11 @@ export interface TokenizerDocument {
  */
 export function tokenizerDocument(tokenizer: TextTokenizer): TokenizerDocument {
   return tokenizer instanceof HfTokenizer
-    ? { json: tokenizer.toJSON(), config: tokenizer.tokenizerConfig, padId: tokenizer.padId }
+    ? {
+        json: tokenizer.toJSON(),
+        config: tokenizer.tokenizerConfig,
+        padId: tokenizer.modelPadId ?? undefined,
+      }
     : { json: tokenizer.toJSON() };
 }
 

@@ -7,8 +7,10 @@ import { hfActivation, hfField, hfLabels, refuseSetting, type HfArchitecture } f
  * LayerNorm ln_f, and a linear `score` without bias on the last real token. Its attention and
  * MLP weights are Conv1D, stored [in, out] as attnlip stores them; c_attn holds W_Q, W_K, W_V
  * side by side ([d, 3d]). attnlip's "text" model with `causal`, `pooling: "last"` and
- * `headBias: false` computes the same function (the last real token is found from the padding
- * mask, not from the pad id).
+ * `headBias: false` computes the same function: it pools the last real token of the padding
+ * mask, and the folder's tokenizer (src/hf/tokenizer.ts) ends a text's real tokens at its last
+ * token whose id is not `pad_token_id`, where transformers pools (PR #35911), so
+ * "free money<|endoftext|>" reads as "free money" when the pad id is <|endoftext|>.
  *
  * @example
  *   const config = gpt2ForSequenceClassification.config(JSON.parse(configText), "analyze");
