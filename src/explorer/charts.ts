@@ -1,6 +1,6 @@
 import type { TopLevelSpec } from "vega-lite";
 import { envelopePoints } from "../report/envelope.ts";
-import { attentionMapsSpec } from "../report/charts.ts";
+import { attentionMapsSpec, blockHeadLayout, type FitWidth } from "../report/charts.ts";
 import type { AttackPoint } from "./compute.ts";
 
 /**
@@ -41,38 +41,53 @@ export function envelopeWithRowSpec(p1: number, sigma: number): TopLevelSpec {
 }
 
 /**
- * Sigma of each attention row (query position on x), one small panel per block and head.
+ * Sigma of each attention row (query position on x), one small panel per block and head,
+ * titled "block b, head h" and wrapped to fit `fit.width` (each block on whole rows), so that
+ * any number of heads fits the page's panel.
  *
  * @param rowSigma rowSigma[block][head][query].
- * @example rowSigmaSpec([[[0.1, 0.2], [0.3, 0.05]]])
+ * @param fit the width available (px); default 640.
+ * @example rowSigmaSpec([[[0.1, 0.2], [0.3, 0.05]]], { width: 600 })
  */
-export function rowSigmaSpec(rowSigma: number[][][]): TopLevelSpec {
+export function rowSigmaSpec(rowSigma: number[][][], fit: FitWidth = { width: 640 }): TopLevelSpec {
   const values = rowSigma.flatMap((heads, b) =>
     heads.flatMap((rows, h) =>
       rows.map((s, q) => ({ block: `block ${b}`, head: `head ${h}`, q, sigma: s })),
     ),
   );
+  const heads = Math.max(1, ...rowSigma.map((h) => h.length));
+  // About five ticks along the queries.
+  const n = rowSigma[0]?.[0]?.length ?? 1;
+  const every = Math.max(1, Math.round(n / 4));
+  const panel = Math.max(80, Math.min(160, fit.width - (fit.axisWidth ?? 70)));
+  const inner = {
+    width: panel,
+    height: 70,
+    mark: { type: "bar" },
+    encoding: {
+      x: {
+        field: "q",
+        type: "ordinal",
+        title: "query position",
+        axis: {
+          labelFontSize: 8,
+          labelAngle: 0,
+          values: Array.from({ length: Math.ceil(n / every) }, (_, i) => i * every),
+        },
+      },
+      y: { field: "sigma", type: "quantitative", title: "sigma", scale: { domain: [0, 0.5] } },
+    },
+  };
   return {
     data: { values },
-    facet: {
-      row: { field: "block", type: "ordinal", title: null },
-      column: { field: "head", type: "ordinal", title: null },
-    },
-    spec: {
-      width: 160,
-      height: 70,
-      mark: { type: "bar" },
-      encoding: {
-        x: {
-          field: "q",
-          type: "ordinal",
-          title: "query position",
-          axis: { labelFontSize: 8, labelAngle: 0, values: [0, 4, 8, 12, 16] },
-        },
-        y: { field: "sigma", type: "quantitative", title: "sigma", scale: { domain: [0, 0.5] } },
-      },
-    },
+    ...blockHeadLayout(rowSigma.length, heads, panel, 20, fit, inner),
   } as TopLevelSpec;
+}
+
+/** The unit spec inside {@link blockHeadLayout}'s small multiples (one object, shared by all). */
+function unitOf(spec: unknown): { encoding: Record<"x" | "y", { axis: Record<string, unknown> }> } {
+  const s = spec as { spec?: unknown; vconcat?: { spec: unknown }[] };
+  return (s.spec ?? s.vconcat![0].spec) as ReturnType<typeof unitOf>;
 }
 
 /**
@@ -108,17 +123,23 @@ export function marginSpec(points: readonly AttackPoint[]): TopLevelSpec {
  * The report's attention maps (attentionMapsSpec) of a text, each axis labelled with the
  * tokens ("position:token") when the maps are not pooled (at most `maxCells` tokens).
  *
- * @example textMapsSpec(maps, ["[CLS]", "free", "money"])
+ * @param fit as attentionMapsSpec's (the y axis's room for the tokens is added here).
+ * @example textMapsSpec(maps, ["[CLS]", "free", "money"], 64, { width: 600 })
  */
 export function textMapsSpec(
   maps: number[][][],
   tokens: readonly string[],
   maxCells = 64,
+  fit?: FitWidth,
 ): TopLevelSpec {
-  const spec = attentionMapsSpec(maps, tokens.length, maxCells) as unknown as {
-    spec: { encoding: Record<"x" | "y", { axis: Record<string, unknown> }> };
-  };
-  if (tokens.length > maxCells) return spec as unknown as TopLevelSpec;
+  // The y axis carries the tokens (up to 90 px) beside its title.
+  const spec = attentionMapsSpec(
+    maps,
+    tokens.length,
+    maxCells,
+    fit && { axisWidth: tokens.length > maxCells ? 70 : 140, ...fit },
+  );
+  if (tokens.length > maxCells) return spec;
   const labels = JSON.stringify(
     tokens.map((t, i) => `${i}:${t.length > 12 ? t.slice(0, 11) + "…" : t}`),
   );
@@ -127,13 +148,13 @@ export function textMapsSpec(
     ["x", -90],
     ["y", 0],
   ] as const)
-    Object.assign(spec.spec.encoding[axis].axis, {
+    Object.assign(unitOf(spec).encoding[axis].axis, {
       values: Array.from({ length: Math.ceil(tokens.length / every) }, (_, i) => i * every),
       labelExpr: `${labels}[datum.value]`,
       labelAngle: angle,
       labelLimit: 90,
     });
-  return spec as unknown as TopLevelSpec;
+  return spec;
 }
 
 /**
@@ -154,15 +175,13 @@ export function textMarginSpec(points: readonly AttackPoint[], norm: "l2" | "lin
  *
  * @example textRowSigmaSpec([[[0.1, 0.2, 0.05]]])
  */
-export function textRowSigmaSpec(rowSigma: number[][][]): TopLevelSpec {
-  const spec = rowSigmaSpec(rowSigma) as unknown as {
-    spec: { encoding: { x: { axis: { values: number[] } } } };
-  };
+export function textRowSigmaSpec(rowSigma: number[][][], fit?: FitWidth): TopLevelSpec {
+  const spec = rowSigmaSpec(rowSigma, fit);
   const n = rowSigma[0]?.[0]?.length ?? 0;
   const every = Math.max(1, Math.ceil(n / 6));
-  spec.spec.encoding.x.axis.values = Array.from(
+  unitOf(spec).encoding.x.axis.values = Array.from(
     { length: Math.ceil(n / every) },
     (_, i) => i * every,
   );
-  return spec as unknown as TopLevelSpec;
+  return spec;
 }

@@ -53,6 +53,7 @@ checkpoint or a Hugging Face ViT of 28x28 grey images (config.json + model.safet
 <section id="playground"><h2>An attention row</h2>
 <label>entries are <select id="row-mode"><option value="logits">logits (softmax first)</option><option value="probabilities">probabilities</option></select></label>
 <input id="row" value="2, 1.5, 0, -1"><br>
+<label title="probabilities only: divide the entries by their sum (attnlip sigma --normalize); unticked, a row must sum to 1 within 1e-6"><input type="checkbox" id="normalize"> rescale probabilities to sum 1</label><br>
 <label>temperature <input id="temperature" type="range" min="0.05" max="5" step="0.05" value="1"> <span id="temperature-value">1.00</span></label>
 <div id="row-out"></div><div id="envelope"></div>
 </section>

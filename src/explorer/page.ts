@@ -1,5 +1,6 @@
 import { attentionMapsSpec } from "../report/charts.ts";
 import { sigma } from "../softmax/sigma.ts";
+import { parseProbabilityRow } from "../softmax/parse.ts";
 import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
 import { formatNumber } from "../util/format.ts";
 import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
@@ -124,13 +125,20 @@ async function updatePlayground(chart = true): Promise<void> {
   let p: number[];
   if (mode === "logits") p = softmax(values, temperature);
   else {
-    const sum = values.reduce((a, b) => a + b, 0);
-    if (values.some((v) => v < 0) || !(sum > 0)) {
-      out.textContent =
-        "probabilities must be >= 0 with a positive sum (they are rescaled to sum 1)";
+    // The check of `attnlip sigma`: entries >= 0 summing to 1 within its tolerance, or rescaled
+    // when asked (its --normalize, the page's box), with its messages.
+    try {
+      p = Array.from(
+        parseProbabilityRow(values, {
+          normalize: $<HTMLInputElement>("normalize").checked,
+          name: "row",
+          remedy: 'tick "rescale probabilities to sum 1" to rescale',
+        }),
+      );
+    } catch (e) {
+      out.textContent = (e as Error).message;
       return;
     }
-    p = values.map((v) => v / sum);
   }
   const sorted = [...p].sort((a, b) => b - a);
   const s = sigma(p);
@@ -142,6 +150,50 @@ async function updatePlayground(chart = true): Promise<void> {
 <tr><th>p(1), p(2)</th><td>${formatNumber(sorted[0], 4)}, ${formatNumber(sorted[1], 4)}</td></tr></table>`;
   if (!chart) return;
   $("envelope").innerHTML = await renderVegaLite(envelopeWithRowSpec(sorted[0], s), "envelope");
+}
+
+// ---- charts of the current analysis, drawn to fit their panels (any number of heads wraps)
+/** The last analysis's maps and row sigmas, redrawn when the window's width changes. */
+let drawn: { r: Inspection; tokens: string[] | null } | null = null;
+
+/** Draws the attention maps and row sigmas of `r` to the width of their panels. */
+async function drawMaps(r: Inspection, tokens: string[] | null): Promise<void> {
+  drawn = { r, tokens };
+  const maps = { width: $("maps").clientWidth };
+  const sigmas = { width: $("row-sigma").clientWidth };
+  $("maps").innerHTML = await renderVegaLite(
+    tokens === null
+      ? attentionMapsSpec(r.maps, r.n, 64, maps)
+      : textMapsSpec(r.maps, tokens, 64, maps),
+    "maps",
+  );
+  $("row-sigma").innerHTML = await renderVegaLite(
+    tokens === null ? rowSigmaSpec(r.rowSigma, sigmas) : textRowSigmaSpec(r.rowSigma, sigmas),
+    "rowsigma",
+  );
+}
+
+let resizeTimer: ReturnType<typeof setTimeout> | undefined;
+let lastWidth = window.innerWidth;
+window.addEventListener("resize", () => {
+  if (window.innerWidth === lastWidth) return;
+  lastWidth = window.innerWidth;
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(() => {
+    if (drawn !== null) void drawMaps(drawn.r, drawn.tokens);
+  }, 200);
+});
+
+/**
+ * Empties the attack panel: its result belongs to the model and the input it was computed
+ * for, so another model or another input clears it (image and text panels alike).
+ */
+function clearAttack(): void {
+  for (const id of ["attack-out", "margins", "text-attack-out", "text-margins"])
+    $(id).innerHTML = "";
+  const adversarial = $<HTMLCanvasElement>("adversarial");
+  adversarial.getContext("2d")!.clearRect(0, 0, adversarial.width, adversarial.height);
+  delete adversarial.dataset.pixels;
 }
 
 // ---- model view
@@ -235,6 +287,7 @@ async function show(
   input: { pixels: number[]; label: number | null },
   loaded?: Promise<boolean>,
 ): Promise<void> {
+  if (current !== input) clearAttack(); // another input: the last attack was of the old one
   current = input;
   const shown = $<HTMLCanvasElement>("input");
   drawPixels(shown, input.pixels, 28);
@@ -251,8 +304,7 @@ async function show(
     `predicted <strong id="predicted">${predicted}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
     (input.label === null ? "" : `, true label <strong>${input.label}</strong>`);
   $("bounds").innerHTML = boundsTable(r);
-  $("maps").innerHTML = await renderVegaLite(attentionMapsSpec(r.maps, r.n, 64), "maps");
-  $("row-sigma").innerHTML = await renderVegaLite(rowSigmaSpec(r.rowSigma), "rowsigma");
+  await drawMaps(r, null);
   status(`analysed in ${reply.seconds.toFixed(1)} s`);
   performance.mark("attnlip:drawn");
   document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
@@ -267,31 +319,39 @@ async function runAttack(): Promise<void> {
   if (steps === null) return;
   const label = current.label ?? Number($("predicted").textContent);
   const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
+  const input = current;
+  const model = modelGeneration;
   const reply = await ask({
     kind: "attack",
-    pixels: current.pixels,
+    pixels: input.pixels,
     label,
     attack,
     eps: grid,
     steps,
   });
   if (reply.kind === "error") return status(`error: ${reply.message}`);
-  if (reply.kind !== "attacked") return;
+  // Superseded while it ran: another input or model cleared the panel, which stays clear.
+  if (reply.kind !== "attacked" || current !== input || modelGeneration !== model) return;
   const last = reply.points.at(-1)!;
   drawPixels($<HTMLCanvasElement>("adversarial"), reply.adversarial, 28);
   $("attack-out").innerHTML =
-    `at eps ${formatNumber(eps, 3)}: predicted <strong id="adv-predicted">${last.predicted}</strong>, margin <span id="adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${label}${current.label === null ? ", the drawn digit's clean prediction" : ""}; below 0 = misclassified)`;
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="adv-predicted">${last.predicted}</strong>, margin <span id="adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${label}${input.label === null ? ", the drawn digit's clean prediction" : ""}; below 0 = misclassified)`;
   $("margins").innerHTML = await renderVegaLite(marginSpec(reply.points), "margins");
   status(`attacked in ${reply.seconds.toFixed(1)} s`);
 }
 
 // ---- start
+/** Counts the models loaded: an attack answered after another model loaded is not shown. */
+let modelGeneration = 0;
+
 async function loadModel(config: unknown, weights: ArrayBuffer, name: string): Promise<boolean> {
   const reply = await ask({ kind: "load", config, weights, name }, [weights]);
   if (reply.kind === "error") {
     status(`error: ${name}: ${reply.message}`);
     return false;
   }
+  modelGeneration++;
+  clearAttack(); // the last attack was of the previous model
   $("model-name").textContent = name;
   performance.mark("attnlip:model-loaded");
   return true;
@@ -341,7 +401,7 @@ async function start(): Promise<void> {
     fetch("model/model.safetensors").then((r) => r.arrayBuffer()),
     fetch("digits.json").then((r) => r.json() as Promise<Digit[]>),
   ]);
-  for (const id of ["row", "row-mode", "temperature"])
+  for (const id of ["row", "row-mode", "temperature", "normalize"])
     $(id).addEventListener("input", () => void updatePlayground());
   setupDrawing();
   $("run-attack").addEventListener("click", () => void runAttack());
@@ -371,7 +431,10 @@ async function start(): Promise<void> {
     c.className = "digit";
     c.dataset.index = String(i);
     drawPixels(c, d.pixels, 28);
-    c.addEventListener("click", () => void show(d));
+    c.addEventListener("click", () => {
+      drawPixels(canvas(), d.pixels, 28); // the drawing canvas shows the picked digit
+      void show(d);
+    });
     strip.appendChild(c);
   });
   // The first digit is sent right behind the model, not when the model's answer comes back, and
@@ -380,6 +443,7 @@ async function start(): Promise<void> {
   // (measured: up to 0.3 s later otherwise), and charts.js is then parsed while the worker
   // analyses.
   const loaded = loadModel(config, weights, info.name);
+  drawPixels(canvas(), digits[0].pixels, 28);
   const first = show(digits[0], loaded);
   await loaded;
   await updatePlayground();
@@ -421,6 +485,7 @@ async function showText(
   loaded?: Promise<boolean>,
 ): Promise<void> {
   const mine = { ...input, ids: null as number[] | null };
+  if (currentText?.text !== input.text || currentText.label !== input.label) clearAttack();
   currentText = mine;
   const reply = await ask({ kind: "inspect-text", text: input.text });
   if (loaded !== undefined && !(await loaded)) return;
@@ -442,8 +507,7 @@ async function showText(
     `predicted <strong id="text-predicted" data-class="${predicted}">${className(predicted)}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
     (input.label === null ? "" : `, true label <strong>${className(input.label)}</strong>`);
   $("bounds").innerHTML = boundsTable(r);
-  $("maps").innerHTML = await renderVegaLite(textMapsSpec(r.maps, tokens), "maps");
-  $("row-sigma").innerHTML = await renderVegaLite(textRowSigmaSpec(r.rowSigma), "rowsigma");
+  await drawMaps(r, tokens);
   status(`analysed in ${reply.seconds.toFixed(1)} s`);
   performance.mark("attnlip:drawn");
   document.body.dataset.analyses = String(Number(document.body.dataset.analyses ?? 0) + 1);
@@ -459,9 +523,10 @@ async function runTextAttack(): Promise<void> {
   if (steps === null) return;
   const label = currentText.label ?? Number($("text-predicted").dataset.class);
   const grid = Array.from({ length: 9 }, (_, i) => (eps * i) / 8);
+  const input = currentText;
   const reply = await ask({
     kind: "attack-text",
-    ids: currentText.ids,
+    ids: input.ids!,
     label,
     attack,
     norm,
@@ -469,11 +534,12 @@ async function runTextAttack(): Promise<void> {
     steps,
   });
   if (reply.kind === "error") return status(`error: ${reply.message}`);
-  if (reply.kind !== "attacked-text") return;
+  // Superseded while it ran: another text cleared the panel, which stays clear.
+  if (reply.kind !== "attacked-text" || currentText !== input) return;
   const last = reply.points.at(-1)!;
   const flip = reply.points.find((p) => p.margin < 0);
   $("text-attack-out").innerHTML =
-    `at eps ${formatNumber(eps, 3)}: predicted <strong id="text-adv-predicted" data-class="${last.predicted}">${className(last.predicted)}</strong>, margin <span id="text-adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${className(label)}${currentText.label === null ? ", the text's clean prediction" : ""}; below 0 = misclassified)` +
+    `at eps ${formatNumber(eps, 3)}: predicted <strong id="text-adv-predicted" data-class="${last.predicted}">${className(last.predicted)}</strong>, margin <span id="text-adv-margin">${formatNumber(last.margin, 4)}</span> (against class ${className(label)}${input.label === null ? ", the text's clean prediction" : ""}; below 0 = misclassified)` +
     `<br>${flip === undefined ? "not misclassified on this grid" : `misclassified from eps ${formatNumber(flip.eps, 3)} on this grid`}; mean l_2 norm of this text's token embeddings: ${formatNumber(reply.tokenNorm, 3)}`;
   $("text-margins").innerHTML = await renderVegaLite(textMarginSpec(reply.points, norm), "margins");
   status(`attacked in ${reply.seconds.toFixed(1)} s`);
@@ -487,7 +553,7 @@ async function startText(): Promise<void> {
     fetch("model/tokenizer.json").then((r) => r.json()),
     fetch("texts.json").then((r) => r.json() as Promise<Example[]>),
   ]);
-  for (const id of ["row", "row-mode", "temperature"])
+  for (const id of ["row", "row-mode", "temperature", "normalize"])
     $(id).addEventListener("input", () => void updatePlayground());
   const box = $<HTMLTextAreaElement>("text");
   const read = () => void showText({ text: box.value, label: null });

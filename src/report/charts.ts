@@ -426,11 +426,81 @@ export function robustSpec(
   } as TopLevelSpec;
 }
 
+/** Where a chart of small multiples must fit: the width available, in px. */
+export interface FitWidth {
+  /** Width available to the whole chart, axes and legend included (px, > 0). */
+  width: number;
+  /** Room the y axis (labels and title) takes left of the first column (px; default 70, the chart's padding included). */
+  axisWidth?: number;
+}
+
+/**
+ * The columns for one block's `heads` panels of `panel` px (plus `spacing`) in a row of
+ * fit.width beside the y axis: as many as fit, then evened out over the rows they need (8 heads
+ * in room for 7: 2 rows of 4), at least 1.
+ *
+ * @example wrapColumns(4, 136, 6, { width: 500 }) // 2 (room for 3: 2 rows of 2)
+ */
+export function wrapColumns(heads: number, panel: number, spacing: number, fit: FitWidth): number {
+  const room = fit.width - (fit.axisWidth ?? 70);
+  const most = Math.max(1, Math.min(heads, Math.floor((room + spacing) / (panel + spacing))));
+  return Math.ceil(heads / Math.ceil(heads / most));
+}
+
+/**
+ * Small multiples over blocks and heads around `inner` (a unit spec): a grid of blocks (rows)
+ * x heads (columns), or, with `fit`, one titled group per block whose heads wrap to
+ * {@link wrapColumns} columns, so that any number of heads fits the width and every block
+ * starts on a row of its own. The colour scale (and its one legend) is shared.
+ */
+export function blockHeadLayout(
+  blocks: number,
+  heads: number,
+  panel: number,
+  spacing: number,
+  fit: FitWidth | undefined,
+  inner: Record<string, unknown>,
+): Record<string, unknown> {
+  const headOrder = Array.from({ length: heads }, (_, h) => `head ${h}`);
+  const blockOrder = Array.from({ length: blocks }, (_, b) => `block ${b}`);
+  if (fit === undefined)
+    return {
+      facet: {
+        row: { field: "block", type: "ordinal", title: null, sort: blockOrder },
+        column: { field: "head", type: "ordinal", title: null, sort: headOrder },
+      },
+      spacing,
+      spec: inner,
+    };
+  const columns = wrapColumns(heads, panel, spacing, fit);
+  return {
+    vconcat: blockOrder.map((block) => ({
+      title: { text: block, anchor: "start", fontSize: 12 },
+      transform: [{ filter: { field: "block", equal: block } }],
+      facet: { field: "head", type: "ordinal", title: null, sort: headOrder },
+      columns,
+      spacing,
+      spec: inner,
+    })),
+    spacing: 14,
+    resolve: { scale: { color: "shared" } },
+  };
+}
+
 /**
  * Chart (e): attention maps of one input, a grid of blocks (rows) x heads (columns), keys on x
  * and queries on y. Maps longer than `maxCells` are average-pooled (the caption says so).
+ *
+ * @param fit when given, the maps wrap to fit this width (the explorer's panels): one titled
+ *   panel per block and head, each block on whole rows, the colour legend below.
+ * @example attentionMapsSpec(maps, 17, 64, { width: 600 }) // 4 heads of 17 tokens: 2 per row
  */
-export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64): TopLevelSpec {
+export function attentionMapsSpec(
+  maps: number[][][],
+  n: number,
+  maxCells = 64,
+  fit?: FitWidth,
+): TopLevelSpec {
   const values: { block: string; head: string; q: number; k: number; p: number }[] = [];
   maps.forEach((heads, b) =>
     heads.forEach((map, h) => {
@@ -459,40 +529,39 @@ export function attentionMapsSpec(maps: number[][][], n: number, maxCells = 64):
     titleFontSize: 10,
     titleFontWeight: "normal",
   });
-  const cell = side * Math.max(1, Math.round((heads > 6 ? 90 : 130) / side));
-  return {
-    data: { values },
-    facet: {
-      row: { field: "block", type: "ordinal", title: null, sort: maps.map((_, b) => `block ${b}`) },
-      column: {
-        field: "head",
-        type: "ordinal",
-        title: null,
-        sort: Array.from({ length: heads }, (_, h) => `head ${h}`),
-      },
-    },
-    spacing: 6,
-    spec: {
-      width: cell,
-      height: cell,
-      mark: { type: "rect" },
-      encoding: {
-        x: { field: "k", type: "ordinal", axis: axis("key position"), title: "key" },
-        y: { field: "q", type: "ordinal", axis: axis("query position"), title: "query" },
-        color: {
-          field: "p",
-          type: "quantitative",
-          scale: { scheme: "viridis", type: "sqrt", domain: [0, top], nice: false },
-          title: "probability",
-          // Five labelled values along the gradient, not only its ends.
-          legend: {
-            gradientLength: 160,
-            values: [0, 0.25, 0.5, 0.75, 1].map((f) => f * top),
-            format: ".2f",
-          },
+  let cell = side * Math.max(1, Math.round((heads > 6 ? 90 : 130) / side));
+  // A width narrower than one map: smaller maps, still whole pixels per cell.
+  if (fit !== undefined)
+    cell = Math.min(
+      cell,
+      side * Math.max(1, Math.floor((fit.width - (fit.axisWidth ?? 70)) / side)),
+    );
+  const inner = {
+    width: cell,
+    height: cell,
+    mark: { type: "rect" },
+    encoding: {
+      x: { field: "k", type: "ordinal", axis: axis("key position"), title: "key" },
+      y: { field: "q", type: "ordinal", axis: axis("query position"), title: "query" },
+      color: {
+        field: "p",
+        type: "quantitative",
+        scale: { scheme: "viridis", type: "sqrt", domain: [0, top], nice: false },
+        title: "probability",
+        // Five labelled values along the gradient, not only its ends.
+        legend: {
+          gradientLength: fit === undefined ? 160 : 240,
+          values: [0, 0.25, 0.5, 0.75, 1].map((f) => f * top),
+          format: ".2f",
+          // Wrapped to a width: below the maps, so that it takes none of that width.
+          ...(fit === undefined ? {} : { orient: "bottom", direction: "horizontal" }),
         },
       },
     },
+  };
+  return {
+    data: { values },
+    ...blockHeadLayout(maps.length, heads, cell, 6, fit, inner),
   } as TopLevelSpec;
 }
 

@@ -13,6 +13,11 @@ export interface ProbabilityRowOptions {
   tolerance?: number;
   /** Name used in error messages (default "p"). */
   name?: string;
+  /**
+   * How the caller rescales a row, named when a sum is refused (default "pass --normalize to
+   * rescale", the CLI's flag; the explorer page names its box).
+   */
+  remedy?: string;
 }
 
 /**
@@ -26,7 +31,7 @@ export function parseProbabilityRow(
   values: ArrayLike<number>,
   options: ProbabilityRowOptions = {},
 ): Float64Array {
-  const { normalize = false, tolerance = 1e-6, name = "p" } = options;
+  const { normalize = false, tolerance = 1e-6, name = "p", remedy = "pass --normalize to rescale" } = options;
   if (values.length === 0) throw new InputError(`${name}: empty row, expected at least one probability`);
   const p = Float64Array.from(values as ArrayLike<number>);
   let sum = 0;
@@ -50,7 +55,7 @@ export function parseProbabilityRow(
   }
   if (Math.abs(sum - 1) > tolerance)
     throw new InputError(
-      `${name}: entries sum to ${sum}, expected 1 within ${tolerance} (pass --normalize to rescale)`,
+      `${name}: entries sum to ${sum}, expected 1 within ${tolerance} (${remedy})`,
     );
   return p;
 }
