@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, extname, join } from "node:path";
+import { dirname, extname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { deserialize, serialize } from "node:v8";
 import {
@@ -21,49 +21,87 @@ import {
  * in memory only; deleting the folder is always safe.
  */
 
-/** Files whose text is part of every key (relative to this file; .ts in a checkout, .js built). */
+/** Files whose text is part of every key (below src/ as .ts in a checkout, dist/ as .js built). */
 const COMPUTING_FILES = [
-  "../lipschitz/linalg",
-  "../lipschitz/rules/attentionHead",
-  "../lipschitz/rules/l2Head",
-  "../lipschitz/rules/weightNorms",
-  "../lipschitz/rules/output",
-  "../lipschitz/rules/embedding",
-  "../lipschitz/weightCache",
-  "./weightCacheStore",
+  "lipschitz/linalg",
+  "lipschitz/rules/attentionHead",
+  "lipschitz/rules/l2Head",
+  "lipschitz/rules/weightNorms",
+  "lipschitz/rules/output",
+  "lipschitz/rules/embedding",
+  "lipschitz/weightCache",
+  "analysis/weightCacheStore",
 ];
 
 /** Entries kept in memory at most (a BERT-base has about 200); the oldest go first. */
 const MEMORY_ENTRIES = 4096;
 
+/** Bytes of the SHA-256 digest of the rest of a file, at its start. */
+const DIGEST_BYTES = 32;
+
 /** Options of {@link enableWeightCache}. */
 export interface WeightCacheOptions {
-  /** The folder of the files (default node_modules/.cache/attnlip/weights beside attnlip); null: memory only. */
+  /** The folder of the files (default node_modules/.cache/attnlip/weights in attnlip's folder); null: memory only. */
   dir?: string | null;
 }
 
 /**
+ * attnlip's package folder and a digest of the files that compute the cached quantities, found
+ * from the path of the module that asks (this one's): the first folder above it whose
+ * package.json is attnlip's; the files in its src/ (a checkout, also when this module runs inside
+ * a worker bundle under node_modules/.cache/attnlip/: src/parallel/pool.ts) or, for a .js module
+ * under dist/, in dist/ (the built package).
+ *
+ * @param here an absolute file path.
+ * @returns the folder and the hex digest, or null when no folder above `here` is attnlip's or a
+ *   file cannot be read (then values are kept in memory only).
+ * @example weightCacheSources(fileURLToPath(import.meta.url))?.root
+ */
+export function weightCacheSources(here: string): { root: string; version: string } | null {
+  let root = dirname(here);
+  for (;;) {
+    const manifest = join(root, "package.json");
+    if (existsSync(manifest)) {
+      try {
+        if ((JSON.parse(readFileSync(manifest, "utf8")) as { name?: unknown }).name === "attnlip")
+          break;
+      } catch {
+        // not a package manifest we can read: look further up
+      }
+    }
+    const up = dirname(root);
+    if (up === root) return null;
+    root = up;
+  }
+  const built = extname(here) === ".js" && !relative(join(root, "dist"), here).startsWith("..");
+  const [base, ext] = built ? [join(root, "dist"), ".js"] : [join(root, "src"), ".ts"];
+  try {
+    const h = createHash("sha256");
+    for (const f of COMPUTING_FILES) h.update(readFileSync(join(base, `${f}${ext}`)));
+    return { root, version: h.digest("hex") };
+  } catch {
+    return null; // the sources cannot be read: keep values in memory only
+  }
+}
+
+/**
  * A store for src/lipschitz/weightCache.ts that keeps values in memory and, when `dir` can be
- * written, on disk (written atomically: a reader sees a whole file or none).
+ * written, on disk (written atomically: a reader sees a whole file or none). A file holds the
+ * SHA-256 digest of its contents and its own key: a file whose bytes changed (a flipped bit, a
+ * cut file) or that is another key's is read as missing, computed again and written anew.
  *
  * @param options.dir see {@link WeightCacheOptions}.
  * @returns the store (install it with useWeightCacheStore, or call {@link enableWeightCache}).
  * @example useWeightCacheStore(weightCacheOnDisk({ dir: "/tmp/norms" }));
  */
 export function weightCacheOnDisk(options: WeightCacheOptions = {}): WeightCacheStore {
-  const here = fileURLToPath(import.meta.url);
-  let version: string | null = null;
-  try {
-    const h = createHash("sha256");
-    for (const f of COMPUTING_FILES)
-      h.update(readFileSync(join(dirname(here), `${f}${extname(here)}`)));
-    version = h.digest("hex");
-  } catch {
-    version = null; // the sources cannot be read: keep values in memory only
-  }
+  const sources = weightCacheSources(fileURLToPath(import.meta.url));
+  const version = sources?.version ?? null;
   const dir =
     options.dir === undefined
-      ? join(dirname(here), "..", "..", "node_modules", ".cache", "attnlip", "weights")
+      ? sources === null
+        ? null
+        : join(sources.root, "node_modules", ".cache", "attnlip", "weights")
       : options.dir;
   const memory = new Map<string, unknown>();
   const remember = (key: string, value: unknown) => {
@@ -87,11 +125,17 @@ export function weightCacheOnDisk(options: WeightCacheOptions = {}): WeightCache
       const file = fileOf(key);
       if (file === null || !existsSync(file)) return undefined;
       try {
-        const value = deserialize(readFileSync(file)) as unknown;
-        remember(key, value);
-        return value;
+        const bytes = readFileSync(file);
+        const body = bytes.subarray(DIGEST_BYTES);
+        const digest = createHash("sha256").update(body).digest();
+        if (bytes.length <= DIGEST_BYTES || !digest.equals(bytes.subarray(0, DIGEST_BYTES)))
+          return undefined; // damaged: computed again and written anew
+        const record = deserialize(body) as { key?: unknown; value?: unknown } | null;
+        if (typeof record !== "object" || record === null || record.key !== key) return undefined;
+        remember(key, record.value);
+        return record.value;
       } catch {
-        return undefined; // damaged: computed again and written anew
+        return undefined; // unreadable: computed again and written anew
       }
     },
     set(key, value) {
@@ -100,8 +144,9 @@ export function weightCacheOnDisk(options: WeightCacheOptions = {}): WeightCache
       if (file === null) return;
       try {
         mkdirSync(dirname(file), { recursive: true });
+        const body = serialize({ key, value });
         const temporary = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-        writeFileSync(temporary, serialize(value));
+        writeFileSync(temporary, Buffer.concat([createHash("sha256").update(body).digest(), body]));
         renameSync(temporary, file); // atomic: another process reads the whole file or none
       } catch {
         // a read-only install: memory only

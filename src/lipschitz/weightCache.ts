@@ -8,13 +8,13 @@ import { spectralNorm } from "./linalg.ts";
  * (`what`, e.g. "spectralNorm 768x3072") and the exact bytes of the arrays it is computed from.
  *
  * The lookup goes to a {@link WeightCacheStore} when one is installed ({@link useWeightCacheStore}:
- * the Node side installs one that keeps the values on disk, src/io/weightCacheStore.ts, so a
+ * the Node side installs one that keeps the values on disk, src/analysis/weightCacheStore.ts, so a
  * checkpoint's norms are computed by its first analysis only); without one, every call computes
  * (the browser; tests that install none). A stored value is the computed one, bit for bit, so a
  * result never depends on whether the cache held it.
  */
 
-/** Where cached weight quantities live (a Node implementation: src/io/weightCacheStore.ts). */
+/** Where cached weight quantities live (a Node implementation: src/analysis/weightCacheStore.ts). */
 export interface WeightCacheStore {
   /** A key naming `what` and the exact contents (type, length, bytes) of `arrays`. */
   key(what: string, arrays: readonly (Float32Array | Float64Array)[]): string;
@@ -50,22 +50,35 @@ export function weightCacheStore(): WeightCacheStore | null {
  *   settings), e.g. `spectralNorm 768x768`.
  * @param arrays the weight arrays it is computed from (read, never kept or changed).
  * @param compute computes it; its result must be structured-cloneable.
- * @returns compute()'s value (a stored copy of it when the store held one).
- * @example const n = cachedWeightQuantity(`spectralNorm ${d}x${d}`, [wo], () => spectralNorm(wo, d, d));
+ * @param accept whether a stored value has the type and sizes compute() gives: a stored value it
+ *   refuses is treated as missing (computed again and stored anew), never returned.
+ * @returns compute()'s value (a stored copy of it when the store held one that `accept` takes).
+ * @example const n = cachedWeightQuantity(`spectralNorm ${d}x${d}`, [wo], () => spectralNorm(wo, d, d), isNorm);
  */
 export function cachedWeightQuantity<T>(
   what: string,
   arrays: readonly (Float32Array | Float64Array)[],
   compute: () => T,
+  accept: (value: unknown) => value is T,
 ): T {
   const s = store;
   if (s === null) return compute();
   const key = s.key(what, arrays);
   const hit = s.get(key);
-  if (hit !== undefined) return hit as T;
+  if (hit !== undefined && accept(hit)) return hit;
   const value = compute();
   s.set(key, value);
   return value;
+}
+
+/**
+ * Whether a stored value can be a norm: a number that is finite and >= 0 (an `accept` for
+ * {@link cachedWeightQuantity}).
+ *
+ * @example isNorm(2.5) // true; isNorm("2.5") and isNorm(-1) are false
+ */
+export function isNorm(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0;
 }
 
 /**
@@ -81,7 +94,10 @@ export function weightSpectralNorm(
   rows: number,
   cols: number,
 ): number {
-  return cachedWeightQuantity(`spectralNorm ${rows}x${cols}`, [m], () =>
-    spectralNorm(m, rows, cols),
+  return cachedWeightQuantity(
+    `spectralNorm ${rows}x${cols}`,
+    [m],
+    () => spectralNorm(m, rows, cols),
+    isNorm,
   );
 }

@@ -2,9 +2,12 @@
 // spectral norms use, the Jacobi stopping rule, and the disk cache of weight norms.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { deserialize, serialize } from "node:v8";
 import { EigenvalueDecomposition, Matrix } from "ml-matrix";
 import { tf, useBackend } from "../../src/backend.ts";
 import { gramCols, gramRows, sqrtFactor, symEigen } from "../../src/lipschitz/linalg.ts";
@@ -14,7 +17,7 @@ import {
   useWeightCacheStore,
   type WeightCacheStore,
 } from "../../src/lipschitz/weightCache.ts";
-import { weightCacheOnDisk } from "../../src/analysis/weightCacheStore.ts";
+import { weightCacheOnDisk, weightCacheSources } from "../../src/analysis/weightCacheStore.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { disposeTrace } from "../../src/nn/trace.ts";
@@ -109,15 +112,21 @@ test("a weight quantity is computed once per content: a changed entry (one float
   try {
     const w = Float32Array.from(uniform(12, 5, -1, 1));
     const f = () =>
-      cachedWeightQuantity("sum", [w], () => (computed++, w.reduce((a, b) => a + b, 0)));
+      cachedWeightQuantity(
+        "sum",
+        [w],
+        () => (computed++, w.reduce((a, b) => a + b, 0)),
+        (v): v is number => typeof v === "number",
+      );
+    const isNumber = (v: unknown): v is number => typeof v === "number";
     assert.equal(f(), f());
     assert.equal(computed, 1);
     const changed = Float32Array.from(w);
     changed[3] = Math.fround(changed[3] * (1 + 2 ** -23));
     assert.notEqual(changed[3], w[3]);
-    cachedWeightQuantity("sum", [changed], () => (computed++, 0));
+    cachedWeightQuantity("sum", [changed], () => (computed++, 0), isNumber);
     assert.equal(computed, 2, "a different content must not hit the cache");
-    cachedWeightQuantity("other", [w], () => (computed++, 0));
+    cachedWeightQuantity("other", [w], () => (computed++, 0), isNumber);
     assert.equal(computed, 3, "another quantity of the same weights must not hit the cache");
   } finally {
     useWeightCacheStore(before);
@@ -168,12 +177,38 @@ test("networkBounds with the disk cache of weight norms: the same values, bit fo
       assert.equal(hits, 0);
       assert.deepEqual(run(), plain, "warm (memory)");
       assert.ok(hits > 0);
-      // A fresh store (another process) reads the files; a damaged one is computed again.
-      writeFileSync(join(dir, files[0]), "not a v8 value");
+      // A fresh store (another process) reads the files.
       useWeightCacheStore(counting(weightCacheOnDisk({ dir })));
       hits = 0;
-      assert.deepEqual(run(), plain, "from disk, one file damaged");
-      assert.equal(hits, files.length - 1);
+      assert.deepEqual(run(), plain, "from disk");
+      assert.equal(hits, files.length);
+      // Damaged files are computed again, never used: not a v8 value; one flipped bit of a
+      // stored norm; another key's file (a whole, valid file under the wrong name); a valid file
+      // of this key whose value has the wrong type (a string for a norm, a head's factors cut).
+      const bytes = (f: string) => readFileSync(join(dir, f));
+      const body = (f: string) =>
+        deserialize(bytes(f).subarray(32)) as { key: string; value: unknown };
+      const withDigest = (b: Buffer) => Buffer.concat([createHash("sha256").update(b).digest(), b]);
+      const byType = (t: string) => files.filter((f) => typeof body(f).value === t);
+      const [n1, n2, n3] = byType("number");
+      const [h1] = byType("object");
+      writeFileSync(join(dir, n1), "not a v8 value");
+      const flipped = bytes(n2);
+      flipped[flipped.length - 3] ^= 1; // inside the float64 of the norm
+      writeFileSync(join(dir, n2), flipped);
+      writeFileSync(join(dir, n3), bytes(h1));
+      const head = body(h1);
+      const cut = { ...(head.value as Record<string, unknown>), fq: new Float64Array(3) };
+      writeFileSync(join(dir, h1), withDigest(serialize({ key: head.key, value: cut })));
+      useWeightCacheStore(counting(weightCacheOnDisk({ dir })));
+      assert.deepEqual(run(), plain, "from disk, four files damaged");
+      // Each damaged file was written anew: a fresh store reads every file back.
+      useWeightCacheStore(counting(weightCacheOnDisk({ dir })));
+      hits = 0;
+      assert.deepEqual(run(), plain, "from disk after the damaged files were replaced");
+      assert.equal(hits, files.length);
+      assert.equal(body(n3).key, n3.slice(0, -".v8".length));
+      assert.equal((body(h1).value as { fq: Float64Array }).fq.length, 8 * 8);
     } finally {
       useWeightCacheStore(before);
     }
@@ -183,4 +218,16 @@ test("networkBounds with the disk cache of weight norms: the same values, bit fo
     tf.dispose([logits, ids]);
     model.dispose();
   }
+});
+
+test("worker threads find the same cache folder and source digest from their bundle under node_modules/.cache/attnlip", () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+  const fromSources = weightCacheSources(join(root, "src", "analysis", "weightCacheStore.ts"));
+  const fromBundle = weightCacheSources(
+    join(root, "node_modules", ".cache", "attnlip", "worker-0123456789abcdef.mjs"),
+  );
+  assert.ok(fromSources !== null, "the checkout's sources are found");
+  assert.deepEqual(fromBundle, fromSources);
+  assert.match(fromSources.version, /^[0-9a-f]{64}$/);
+  assert.equal(weightCacheSources("/no-such-folder/x.ts"), null);
 });

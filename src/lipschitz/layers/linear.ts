@@ -1,6 +1,6 @@
 import { linear } from "../../nn/linear.ts";
 import { headBound } from "../rules/output.ts";
-import { cachedWeightQuantity } from "../weightCache.ts";
+import { cachedWeightQuantity, isNorm } from "../weightCache.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
@@ -12,8 +12,11 @@ export const linearKind: LayerKindSpec<number> = {
   params: { required: ["w"], optional: ["b"] },
   forward: (x, ctx) => ({ out: linear(x, ctx.params.w, ctx.params.b) }),
   prepare: (params) =>
-    cachedWeightQuantity(`headBound ${params.w.shape.join("x")}`, [params.w.data], () =>
-      headBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+    cachedWeightQuantity(
+      `headBound ${params.w.shape.join("x")}`,
+      [params.w.data],
+      () => headBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+      isNorm,
     ),
   rule: (layer) => ({ value: layer.prepared }),
 };

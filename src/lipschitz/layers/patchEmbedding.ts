@@ -1,6 +1,6 @@
 import { linear } from "../../nn/linear.ts";
 import { patchEmbeddingBound } from "../rules/embedding.ts";
-import { cachedWeightQuantity } from "../weightCache.ts";
+import { cachedWeightQuantity, isNorm } from "../weightCache.ts";
 import type { LayerKindSpec } from "./types.ts";
 
 /**
@@ -13,8 +13,11 @@ export const patchEmbeddingKind: LayerKindSpec<number> = {
   params: { required: ["w"], optional: ["b"] },
   forward: (x, ctx) => ({ out: linear(x, ctx.params.w, ctx.params.b) }),
   prepare: (params) =>
-    cachedWeightQuantity(`patchEmbeddingBound ${params.w.shape.join("x")}`, [params.w.data], () =>
-      patchEmbeddingBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+    cachedWeightQuantity(
+      `patchEmbeddingBound ${params.w.shape.join("x")}`,
+      [params.w.data],
+      () => patchEmbeddingBound(params.w.data, params.w.shape[0], params.w.shape[1]),
+      isNorm,
     ),
   rule: (layer) => ({ value: layer.prepared }),
 };

@@ -1,6 +1,6 @@
 import type { NamedArray } from "../../nn/params.ts";
 import { headWeightNorms, type HeadNorms, type HeadWeights } from "./attentionHead.ts";
-import { cachedWeightQuantity, weightSpectralNorm } from "../weightCache.ts";
+import { cachedWeightQuantity, isNorm, weightSpectralNorm } from "../weightCache.ts";
 
 /** Weights by name, as `model.getWeights()` returns them. */
 export type Weights = Map<string, NamedArray>;
@@ -135,8 +135,31 @@ export function cachedHeadWeightNorms(w: HeadWeights): HeadNorms {
   const parts: Float64Array[] = [w.wq, w.wk, w.wv];
   const present = (["bq", "bk", "bv"] as const).filter((b) => w[b] !== undefined);
   for (const b of present) parts.push(w[b] as Float64Array);
-  return cachedWeightQuantity(`headWeightNorms d=${w.d} dk=${w.dk} ${present.join(",")}`, parts, () =>
-    headWeightNorms(w),
+  return cachedWeightQuantity(
+    `headWeightNorms d=${w.d} dk=${w.dk} ${present.join(",")}`,
+    parts,
+    () => headWeightNorms(w),
+    (v): v is HeadNorms => isHeadNorms(v, w.d, w.dk),
+  );
+}
+
+/** Whether a stored value has the fields, types and sizes headWeightNorms gives for d and d_k. */
+function isHeadNorms(v: unknown, d: number, dk: number): boolean {
+  if (typeof v !== "object" || v === null) return false;
+  const n = v as Record<string, unknown>;
+  const square = (m: unknown) => m instanceof Float64Array && m.length === dk * dk;
+  return (
+    n.d === d &&
+    n.dk === dk &&
+    square(n.gq) &&
+    square(n.gk) &&
+    square(n.fq) &&
+    square(n.fk) &&
+    isNorm(n.wv) &&
+    isNorm(n.wk) &&
+    isNorm(n.a) &&
+    typeof n.augmented === "boolean" &&
+    isNorm(n.aAug)
   );
 }
 
@@ -187,7 +210,9 @@ export function modelWeightNorms(weights: Weights, shape: NormShape): ModelWeigh
     heads: shape.heads,
     blocks,
     patch:
-      patch === undefined ? undefined : weightSpectralNorm(patch.data, patch.shape[0], patch.shape[1]),
+      patch === undefined
+        ? undefined
+        : weightSpectralNorm(patch.data, patch.shape[0], patch.shape[1]),
     head: weightSpectralNorm(head.data, d, head.shape[1]),
     classes: head.shape[1],
     normGamma: Float64Array.from(get(weights, "norm.gamma").data),
