@@ -151,6 +151,20 @@ test("tiny ViT: C-copies input Jacobian equals C separate gradients; networkLips
     x.dispose();
   }
   assert.ok(Math.abs(spectralNorm(j.data, 10, 64) - values[1]) < 1e-6 * values[1]);
+  // Passes of fewer copies (the memory cap of real sizes): the same Jacobian and values.
+  for (const maxCopies of [1, 3, 7]) {
+    const cut = noLeak(() => inputJacobian(logitsFn, one, undefined, maxCopies));
+    for (let i = 0; i < j.data.length; i++)
+      assert.ok(Math.abs(cut.data[i] - j.data[i]) < 1e-6, `maxCopies ${maxCopies}, entry ${i}`);
+    const v = noLeak(() => networkLipschitz(vit, images, { copiesPerPass: maxCopies }));
+    for (let e = 0; e < 3; e++)
+      close(v[e], values[e], 1e-6, `copiesPerPass ${maxCopies}, example ${e}`);
+  }
+  assert.throws(
+    () => networkLipschitz(vit, images, { copiesPerPass: 0 }),
+    /copiesPerPass must be a positive integer/,
+  );
+  assert.throws(() => inputJacobian(logitsFn, one, undefined, 0), /maxCopies must be at least 1/);
   const badMask = tf.ones([3, 5]);
   assert.throws(() => networkLipschitz(vit, images, { mask: badMask }), /text models only/);
   tf.dispose([one, badMask]);
@@ -162,6 +176,9 @@ test("text model with padding: only real rows count; padding does not change the
   const ids = tf.tensor2d(randomInts(2 * 8, 6, 20), [2, 8], "int32");
   const mask = tf.tensor2d([1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1], [2, 8]);
   const values = noLeak(() => networkLipschitz(text, ids, { mask }));
+  const onePerPass = noLeak(() => networkLipschitz(text, ids, { mask, copiesPerPass: 1 }));
+  for (let e = 0; e < 2; e++)
+    close(onePerPass[e], values[e], 1e-6, `one copy per pass, example ${e}`);
   // unpadded: the first 5 tokens of example 0 alone
   const short = tf.slice(ids, [0, 0], [1, 5]);
   const alone = networkLipschitz(text, short);

@@ -11,14 +11,18 @@ import { spectralNorm } from "../linalg.ts";
  * one-hot cotangent e_i (docs/performance.md: about 2x faster than C separate gradient calls on wasm). This
  * needs the logits of a copy to depend on that copy only (true for attnlip's models in
  * inference mode: no batch statistics, dropout off). Several examples share one pass: K
- * examples give K * C copies.
+ * examples give K * C copies. A pass holds every copy's activations, so at real size (a
+ * ViT-B/16 copy needs about 0.3 GB; tfjs-wasm's heap stops at 4 GB) the copies are cut into
+ * passes of at most `maxCopies` ({@link copiesPerPass}): the classes' rows in groups.
  */
 
 /** A logits map: float32 [batch, ...] -> float32 [batch, C], each row depending on its own example only. */
 export type LogitsFn = (x: tf.Tensor) => tf.Tensor;
 
 /**
- * Jacobians of logitsFn at K examples in one backward pass over K * C copies.
+ * Jacobians of logitsFn at K examples, by backward passes over at most `maxCopies` copies each
+ * (K * C copies in one pass when they fit; else the classes in groups of
+ * floor(maxCopies / K), at least one).
  *
  * @param xs float32 [K, ...].
  * @returns K Jacobians, each C x D with D = xs.size / K.
@@ -27,37 +31,60 @@ function batchedInputJacobians(
   logitsFn: LogitsFn,
   xs: tf.Tensor,
   classes: number,
+  maxCopies = Infinity,
 ): DenseJacobian[] {
   const k = xs.shape[0] as number;
   const rest = xs.shape.slice(1);
   const cols = rest.reduce((a, b) => a * b, 1);
-  const grads = tf.tidy(() => {
-    const copies = tf.reshape(
-      tf.tile(tf.reshape(xs, [k, 1, ...rest]), [1, classes, ...rest.map(() => 1)]),
-      [k * classes, ...rest],
-    );
-    const ids = tf.tile(tf.range(0, classes, 1, "int32"), [k]);
-    const seeds = oneHotFloat(ids, classes);
-    const f = (z: tf.Tensor): tf.Tensor => {
-      const y = logitsFn(z);
-      if (y.rank !== 2 || y.shape[0] !== k * classes || y.shape[1] !== classes)
-        throw new RangeError(
-          `inputJacobian: logits must be [${k * classes}, ${classes}], got [${y.shape.join(", ")}]`,
-        );
-      return y;
-    };
-    return tf.grad(f)(copies, seeds);
-  });
-  const all = grads.dataSync();
-  grads.dispose();
+  const group = Math.max(1, Math.min(classes, Math.floor(maxCopies / k)));
   const out: DenseJacobian[] = [];
   for (let e = 0; e < k; e++)
-    out.push({
-      data: Float64Array.from(all.subarray(e * classes * cols, (e + 1) * classes * cols)),
-      rows: classes,
-      cols,
+    out.push({ data: new Float64Array(classes * cols), rows: classes, cols });
+  for (let c0 = 0; c0 < classes; c0 += group) {
+    const g = Math.min(group, classes - c0);
+    const grads = tf.tidy(() => {
+      const copies = tf.reshape(
+        tf.tile(tf.reshape(xs, [k, 1, ...rest]), [1, g, ...rest.map(() => 1)]),
+        [k * g, ...rest],
+      );
+      const ids = tf.tile(tf.range(c0, c0 + g, 1, "int32"), [k]);
+      const seeds = oneHotFloat(ids, classes);
+      const f = (z: tf.Tensor): tf.Tensor => {
+        const y = logitsFn(z);
+        if (y.rank !== 2 || y.shape[0] !== k * g || y.shape[1] !== classes)
+          throw new RangeError(
+            `inputJacobian: logits must be [${k * g}, ${classes}], got [${y.shape.join(", ")}]`,
+          );
+        return y;
+      };
+      return tf.grad(f)(copies, seeds);
     });
+    const all = grads.dataSync();
+    grads.dispose();
+    for (let e = 0; e < k; e++)
+      out[e].data.set(all.subarray(e * g * cols, (e + 1) * g * cols), c0 * cols);
+  }
   return out;
+}
+
+/**
+ * How many copies of one input a backward pass may hold: a budget of 1 GiB of float32
+ * activations over an estimate of what one copy's forward and backward pass keeps (per block
+ * and token: about 12 d_model + 4 d_mlp values, and 3 attention rows per head; the measured
+ * ViT-B/16 pass of 10 copies ran out of tfjs-wasm's 4 GB heap). At least 1.
+ *
+ * @param config the model's dModel, mlpHidden, heads and blocks.
+ * @param tokens the sequence length (a ViT: patches + 1).
+ * @returns a positive integer: 3 for a ViT-B/16 (197 tokens), 6 for a BERT-base at 128 tokens.
+ * @example copiesPerPass(model.config, 197)
+ */
+export function copiesPerPass(
+  config: { dModel: number; mlpHidden: number; heads: number; blocks: number },
+  tokens: number,
+): number {
+  const perTokenBlock = 12 * config.dModel + 4 * config.mlpHidden + 3 * config.heads * tokens;
+  const bytes = 4 * tokens * config.blocks * perTokenBlock;
+  return Math.max(1, Math.floor(2 ** 30 / bytes));
 }
 
 function classesOf(logitsFn: LogitsFn, x: tf.Tensor): number {
@@ -76,18 +103,27 @@ function classesOf(logitsFn: LogitsFn, x: tf.Tensor): number {
  * @param logitsFn float32 [batch, ...] -> [batch, C], per-example independent.
  * @param x float32 [1, ...] (D = x.size entries).
  * @param classes C when known (saves one forward pass); otherwise found by running logitsFn(x).
+ * @param maxCopies copies of x per backward pass (default all C in one pass; fewer bound the
+ *   memory a pass needs, see {@link copiesPerPass}).
  * @returns {data: row-major C x D float64 (row i = gradient of logit i), rows: C, cols: D}.
  *   Leaves tf.memory().numTensors unchanged.
  * @throws RangeError when x is not [1, ...] or the logits are not [batch, C]; TypeError when
  *   x is not float32.
  */
-export function inputJacobian(logitsFn: LogitsFn, x: tf.Tensor, classes?: number): DenseJacobian {
+export function inputJacobian(
+  logitsFn: LogitsFn,
+  x: tf.Tensor,
+  classes?: number,
+  maxCopies = Infinity,
+): DenseJacobian {
   if (x.rank < 1 || x.shape[0] !== 1)
     throw new RangeError(`inputJacobian: x must be [1, ...], got [${x.shape.join(", ")}]`);
   if (x.dtype !== "float32")
     throw new TypeError(`inputJacobian: x must be float32, got ${x.dtype}`);
+  if (!(maxCopies >= 1))
+    throw new RangeError(`inputJacobian: maxCopies must be at least 1, got ${maxCopies}`);
   const c = classes ?? classesOf(logitsFn, x);
-  return batchedInputJacobians(logitsFn, x, c)[0];
+  return batchedInputJacobians(logitsFn, x, c, maxCopies)[0];
 }
 
 /** Options of {@link networkLipschitz}. */
@@ -96,6 +132,11 @@ export interface NetworkLipschitzOptions {
   mask?: tf.Tensor | null;
   /** ViT: examples per backward pass (each pass has examplesPerPass * C copies). Default 8. */
   examplesPerPass?: number;
+  /**
+   * Copies of an input per backward pass at most (default {@link copiesPerPass} of the model:
+   * 1 GiB of activations); examples and then classes are split to stay within it.
+   */
+  copiesPerPass?: number;
 }
 
 /**
@@ -122,6 +163,14 @@ export function networkLipschitz(
   const classes = model.config.classes;
   const out = new Float64Array(b);
   const mask = options.mask ?? null;
+  const cfg = model.config;
+  const tokens =
+    cfg.kind === "vit" ? (cfg.imageSize / cfg.patchSize) ** 2 + 1 : (x.shape[1] as number);
+  const maxCopies = options.copiesPerPass ?? copiesPerPass(cfg, tokens);
+  if (!Number.isInteger(maxCopies) || maxCopies < 1)
+    throw new RangeError(
+      `networkLipschitz: copiesPerPass must be a positive integer, got ${maxCopies}`,
+    );
   if (model.config.kind === "vit") {
     if (mask !== null) throw new RangeError("networkLipschitz: a mask applies to text models only");
     const per = options.examplesPerPass ?? 8;
@@ -132,11 +181,12 @@ export function networkLipschitz(
     if (x.dtype !== "float32")
       throw new TypeError(`networkLipschitz: images must be float32, got ${x.dtype}`);
     const logitsFn: LogitsFn = (z) => model.forward(z).logits;
-    for (let start = 0; start < b; start += per) {
-      const k = Math.min(per, b - start);
+    const examples = Math.max(1, Math.min(per, Math.floor(maxCopies / classes)));
+    for (let start = 0; start < b; start += examples) {
+      const k = Math.min(examples, b - start);
       const chunk = tf.slice(x, [start], [k]);
       try {
-        batchedInputJacobians(logitsFn, chunk, classes).forEach(
+        batchedInputJacobians(logitsFn, chunk, classes, maxCopies).forEach(
           (j, e) => (out[start + e] = spectralNorm(j.data, j.rows, j.cols)),
         );
       } finally {
@@ -180,7 +230,7 @@ export function networkLipschitz(
         const m = mask === null ? null : tf.tile(maskRow, [copies, 1]);
         return model.forwardFromEmbeddings(seq, { mask: m }).logits;
       };
-      const j = inputJacobian(logitsFn, point, classes);
+      const j = inputJacobian(logitsFn, point, classes, maxCopies);
       out[e] = spectralNorm(j.data, j.rows, j.cols);
     } finally {
       tf.dispose([scatter, padPart, point, maskRow]);
