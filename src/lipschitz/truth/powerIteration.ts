@@ -8,6 +8,12 @@ import { mulberry32 } from "../../nn/prng.ts";
 import { euclideanNorm, symEigen } from "../linalg.ts";
 import { NonFiniteError } from "../../util/errors.ts";
 import { jvp, outputShape, vjp, type TensorFn } from "./jacobianProducts.ts";
+import {
+  linearizeAttention,
+  linearizeBlock,
+  linearizeHead,
+  type Linearization,
+} from "./linearize.ts";
 
 /**
  * Power iteration for the local Lipschitz constant ||Df(x)||_2 (docs/math.md section 5), and
@@ -284,10 +290,42 @@ export function powerIterationLipschitz(
   x: tf.Tensor,
   options: PowerIterationOptions = {},
 ): PowerIterationResult {
-  const maxIterations = positiveInt("maxIterations", options.maxIterations ?? 1000);
-  const tolerance = options.tolerance ?? 1e-6;
-  if (!(tolerance >= 0))
-    throw new RangeError(`power iteration: tolerance must be >= 0, got ${tolerance}`);
+  if (x.dtype !== "float32")
+    throw new TypeError(`power iteration: x must be float32, got ${x.dtype}`);
+  // Options are checked before the first forward pass (outputShape runs f).
+  checkPowerIterationOptions(options, x.size);
+  const outShape = x.size === 0 ? [] : outputShape(f, x);
+  return linearMapLipschitz(
+    {
+      inShape: x.shape.slice(),
+      outShape,
+      jvp: (t) => jvp(f, x, t, outShape),
+      vjp: (u) => vjp(f, x, u),
+    },
+    options,
+  );
+}
+
+/**
+ * A linear map J: R^D -> R^M given by its products, e.g. the Jacobian Df(x) of a map at a point
+ * (src/lipschitz/truth/linearize.ts builds them for a transformer block without second-order
+ * gradients).
+ */
+export interface LinearProducts {
+  /** The shape of J's input (D entries). */
+  inShape: number[];
+  /** The shape of J's output (M entries). */
+  outShape: number[];
+  /** J t for a float32 tangent of inShape; returns a float32 tensor of outShape (caller owns). */
+  jvp(t: tf.Tensor): tf.Tensor;
+  /** J^T u for a float32 cotangent of outShape; returns a float32 tensor of inShape. */
+  vjp(u: tf.Tensor): tf.Tensor;
+}
+
+function checkPowerIterationOptions(options: PowerIterationOptions, size: number): void {
+  positiveInt("maxIterations", options.maxIterations ?? 1000);
+  if (!((options.tolerance ?? 1e-6) >= 0))
+    throw new RangeError(`power iteration: tolerance must be >= 0, got ${options.tolerance}`);
   const maxRestarts = options.maxRestarts ?? 3;
   if (!Number.isInteger(maxRestarts) || maxRestarts < 0)
     throw new RangeError(
@@ -296,13 +334,33 @@ export function powerIterationLipschitz(
   const basisSize = options.basisSize ?? 24;
   if (!Number.isInteger(basisSize) || basisSize < 3)
     throw new RangeError(`power iteration: basisSize must be an integer >= 3, got ${basisSize}`);
-  if (x.dtype !== "float32")
-    throw new TypeError(`power iteration: x must be float32, got ${x.dtype}`);
-  const size = x.size;
   if (options.start !== undefined && options.start.length !== size)
     throw new RangeError(
       `power iteration: start has ${options.start.length} entries, x has ${size}`,
     );
+}
+
+/**
+ * ||J||_2 of a linear map given by its products ({@link LinearProducts}), by the method of
+ * {@link powerIterationLipschitz} (which calls it with J = Df(x)): the same options, scales,
+ * stopping rule and result.
+ *
+ * @returns see {@link PowerIterationResult}. Leaves tf.memory().numTensors unchanged.
+ * @throws as {@link powerIterationLipschitz}.
+ * @example
+ * const d = tf.tensor1d([1, 0.999, 0.5]);
+ * linearMapLipschitz({ inShape: [3], outShape: [3], jvp: (t) => tf.mul(t, d), vjp: (u) => tf.mul(u, d) }).value // ~1
+ */
+export function linearMapLipschitz(
+  map: LinearProducts,
+  options: PowerIterationOptions = {},
+): PowerIterationResult {
+  const size = map.inShape.reduce((a, b) => a * b, 1);
+  checkPowerIterationOptions(options, size);
+  const maxIterations = options.maxIterations ?? 1000;
+  const tolerance = options.tolerance ?? 1e-6;
+  const maxRestarts = options.maxRestarts ?? 3;
+  const basisSize = options.basisSize ?? 24;
   if (size === 0)
     return {
       value: 0,
@@ -315,8 +373,8 @@ export function powerIterationLipschitz(
       restarts: 0,
     };
   const rand = mulberry32(options.seed ?? 0);
-  const outShape = outputShape(f, x);
-  const shape = x.shape.slice();
+  const outShape = map.outShape;
+  const shape = map.inShape;
   const maxBasis = Math.min(basisSize, size);
   const keep = Math.max(1, Math.min(maxBasis - 2, Math.ceil(maxBasis / 3)));
 
@@ -359,7 +417,7 @@ export function powerIterationLipschitz(
   const apply = (v: Float64Array): Float64Array => {
     iterations++;
     const w = scaledProduct(
-      (c) => product((t) => jvp(f, x, t, outShape), v, c, shape),
+      (c) => product((t) => map.jvp(t), v, c, shape),
       tangentExponent,
       "Df v",
     );
@@ -369,7 +427,7 @@ export function powerIterationLipschitz(
     const norm = -Math.round(Math.log2(maxAbs(w.values)));
     const u = Float64Array.from(w.values, (a) => a * 2 ** norm);
     const y = scaledProduct(
-      (c) => product((t) => vjp(f, x, t), u, c, outShape),
+      (c) => product((t) => map.vjp(t), u, c, outShape),
       cotangentExponent,
       "Df^T Df v",
     );
@@ -550,10 +608,14 @@ function onRealRows(
   seq: tf.Tensor,
   rows: number[],
   options: PowerIterationOptions,
+  linear: Linearization | null = null,
 ): PowerIterationResult {
   const n = seq.shape[1] as number;
   const d = seq.shape[2] as number;
-  if (rows.length === n) return powerIterationLipschitz(full, seq, options);
+  if (rows.length === n)
+    return linear === null
+      ? powerIterationLipschitz(full, seq, options)
+      : linearMapLipschitz(linearProducts(linear.tangent, seq.shape.slice(), full, seq), options);
   const r = rows.length;
   const sel = new Float32Array(r * n);
   rows.forEach((row, i) => (sel[i * n + row] = 1));
@@ -567,16 +629,45 @@ function onRealRows(
     return [s, st, pad, tf.reshape(tf.matMul(s, flat), [1, r, d])];
   });
   try {
-    const g: TensorFn = (e) => {
-      const x = tf.reshape(tf.add(padPart, tf.matMul(scatter, tf.reshape(e, [r, d]))), [1, n, d]);
-      const y = full(x);
-      const out = y.shape[2] as number;
-      return tf.reshape(tf.matMul(select, tf.reshape(y, [n, out])), [1, r, out]);
-    };
-    return powerIterationLipschitz(g, point, options);
+    const restrict =
+      (map: TensorFn, base: tf.Tensor | null): TensorFn =>
+      (e) => {
+        const spread = tf.matMul(scatter, tf.reshape(e, [r, d]));
+        const x = tf.reshape(base === null ? spread : tf.add(base, spread), [1, n, d]);
+        const y = map(x);
+        const out = y.shape[2] as number;
+        return tf.reshape(tf.matMul(select, tf.reshape(y, [n, out])), [1, r, out]);
+      };
+    const g = restrict(full, padPart);
+    if (linear === null) return powerIterationLipschitz(g, point, options);
+    // Df restricted to the real rows: S Df(X) S^T (the padding rows' part of X is constant).
+    return linearMapLipschitz(
+      linearProducts(restrict(linear.tangent, null), [1, r, d], g, point),
+      options,
+    );
   } finally {
     tf.dispose([select, scatter, padPart, point]);
   }
+}
+
+/**
+ * The products of Df(x) for {@link linearMapLipschitz}: Df(x) t by `tangent` (forward mode at x,
+ * src/lipschitz/truth/linearize.ts: about one forward pass, where the double-VJP trick costs a
+ * second-order gradient), Df(x)^T u by {@link vjp} of f at x (a plain backward pass: the
+ * gradient of the tangent chain itself measured 2.4x slower on wasm).
+ */
+function linearProducts(
+  tangent: TensorFn,
+  inShape: number[],
+  f: TensorFn,
+  x: tf.Tensor,
+): LinearProducts {
+  return {
+    inShape,
+    outShape: outputShape(f, x),
+    jvp: (t) => tf.tidy(() => tangent(t)),
+    vjp: (u) => vjp(f, x, u),
+  };
 }
 
 /**
@@ -610,7 +701,15 @@ export function blockLipschitz(
   try {
     const p = blockParams(model.params, blockIndex);
     const f: TensorFn = (x) => transformerBlock(x, p, model.blockConfig, { allowed }).out;
-    return onRealRows(f, blockInput, rows, options);
+    const linear =
+      model.blockConfig.attention !== "l2" && "wk" in p.attn
+        ? linearizeBlock(blockInput, p, model.blockConfig, allowed)
+        : null;
+    try {
+      return onRealRows(f, blockInput, rows, options, linear);
+    } finally {
+      linear?.dispose();
+    }
   } finally {
     allowed?.dispose();
   }
@@ -642,7 +741,15 @@ export function attentionLayerLipschitz(
   try {
     const p = blockParams(model.params, blockIndex).attn;
     const f: TensorFn = (x) => blockAttention(x, p, model.blockConfig, allowed).out;
-    return onRealRows(f, attnInput, rows, options);
+    const linear =
+      "wk" in p && model.blockConfig.attention !== "l2"
+        ? linearizeAttention(attnInput, p, model.config.heads, allowed)
+        : null;
+    try {
+      return onRealRows(f, attnInput, rows, options, linear);
+    } finally {
+      linear?.dispose();
+    }
   } finally {
     allowed?.dispose();
   }
@@ -671,6 +778,20 @@ export function headOutput(
   head: number,
   allowed: tf.Tensor | null = null,
 ): tf.Tensor {
+  return tf.tidy(() => headParts(x, p, heads, head, allowed).out);
+}
+
+/**
+ * {@link headOutput} and its parts at x: queries q (before the 1/sqrt(d_k) scale), keys k, values
+ * v [b, n, d_k], probabilities p [b, n, n] and out = p v (new tensors, the caller's to free).
+ */
+function headParts(
+  x: tf.Tensor,
+  p: AttentionParams | L2AttentionParams,
+  heads: number,
+  head: number,
+  allowed: tf.Tensor | null,
+): { q: tf.Tensor; k: tf.Tensor; v: tf.Tensor; p: tf.Tensor; out: tf.Tensor } {
   const [b, n, d] = x.shape as [number, number, number];
   if (d % heads !== 0) throw new RangeError(`headOutput: d = ${d} is not divisible by ${heads}`);
   if (!Number.isInteger(head) || head < 0 || head >= heads)
@@ -685,14 +806,16 @@ export function headOutput(
     };
     let scores: tf.Tensor;
     let q: tf.Tensor;
+    let k: tf.Tensor;
     let v: tf.Tensor;
     if ("wk" in p) {
       q = proj(p.wq, p.bq);
       v = proj(p.wv, p.bv);
-      const k = proj(p.wk, p.bk);
+      k = proj(p.wk, p.bk);
       scores = tf.matMul(tf.mul(q, 1 / Math.sqrt(dk)), k, false, true);
     } else {
       q = proj(p.wq, undefined);
+      k = q;
       const wqh = tf.slice(p.wq, [0, head * dk], [d, dk]);
       const wvh = tf.slice(p.wv, [0, head * dk], [d, dk]);
       const m = tf.mul(tf.matMul(wqh, wvh, true, false), 1 / Math.sqrt(dk));
@@ -710,7 +833,7 @@ export function headOutput(
     }
     let probs = tf.softmax(scores, -1);
     if (mask3 !== null) probs = tf.mul(probs, mask3);
-    return tf.matMul(probs, v);
+    return { q, k, v, p: probs, out: tf.matMul(probs, v) };
   });
 }
 
@@ -745,7 +868,20 @@ export function headLipschitz(
   try {
     const p = blockParams(model.params, blockIndex).attn;
     const f: TensorFn = (x) => headOutput(x, p, heads, head, allowed);
-    return onRealRows(f, attnInput, rows, options);
+    let linear: Linearization | null = null;
+    if ("wk" in p && model.blockConfig.attention !== "l2") {
+      const { out, ...parts } = headParts(attnInput, p, heads, head, allowed);
+      out.dispose();
+      const d = attnInput.shape[2] as number;
+      const dk = d / heads;
+      const columns = (w: tf.Tensor) => tf.slice(w, [0, head * dk], [d, dk]);
+      linear = linearizeHead(parts, { wq: columns(p.wq), wk: columns(p.wk), wv: columns(p.wv) });
+    }
+    try {
+      return onRealRows(f, attnInput, rows, options, linear);
+    } finally {
+      linear?.dispose();
+    }
   } finally {
     allowed?.dispose();
   }
