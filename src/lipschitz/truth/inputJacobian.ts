@@ -12,7 +12,7 @@ import { spectralNorm } from "../linalg.ts";
  * needs the logits of a copy to depend on that copy only (true for attnlip's models in
  * inference mode: no batch statistics, dropout off). Several examples share one pass: K
  * examples give K * C copies. A pass holds every copy's activations, so at real size (a
- * ViT-B/16 copy needs about 0.3 GB; tfjs-wasm's heap stops at 4 GB) the copies are cut into
+ * ViT-B/16 copy's pass peaks at 2.6 GB; tfjs-wasm's heap stops at 4 GB) the copies are cut into
  * passes of at most `maxCopies` ({@link copiesPerPass}): the classes' rows in groups.
  */
 
@@ -68,14 +68,17 @@ function batchedInputJacobians(
 }
 
 /**
- * How many copies of one input a backward pass may hold: a budget of 1 GiB of float32
- * activations over an estimate of what one copy's forward and backward pass keeps (per block
- * and token: about 12 d_model + 4 d_mlp values, and 3 attention rows per head; the measured
- * ViT-B/16 pass of 10 copies ran out of tfjs-wasm's 4 GB heap). At least 1.
+ * How many copies of one input a backward pass may hold: a budget of 1.5 GiB over an estimate of
+ * what one copy's forward and backward pass needs at its peak. The estimate counts, per block
+ * and token, 12 d_model + 4 d_mlp values and 3 attention rows per head, at 40 bytes each (10
+ * float32 values per value counted: calibrated on ViT-B/16, whose pass for one copy peaked at
+ * 2.6 GB in tf.profile, with the gradients' and transposed weights' temporaries; tfjs-wasm's
+ * heap stops at 4 GB, and a pass of 3 copies stopped it). At least 1.
  *
  * @param config the model's dModel, mlpHidden, heads and blocks.
  * @param tokens the sequence length (a ViT: patches + 1).
- * @returns a positive integer: 3 for a ViT-B/16 (197 tokens), 6 for a BERT-base at 128 tokens.
+ * @returns a positive integer: 1 for a ViT-B/16 (197 tokens) and a BERT-base at 128 tokens,
+ *   about 100 for vit-tiny.
  * @example copiesPerPass(model.config, 197)
  */
 export function copiesPerPass(
@@ -83,8 +86,8 @@ export function copiesPerPass(
   tokens: number,
 ): number {
   const perTokenBlock = 12 * config.dModel + 4 * config.mlpHidden + 3 * config.heads * tokens;
-  const bytes = 4 * tokens * config.blocks * perTokenBlock;
-  return Math.max(1, Math.floor(2 ** 30 / bytes));
+  const bytes = 40 * tokens * config.blocks * perTokenBlock;
+  return Math.max(1, Math.floor(1.5 * 2 ** 30 / bytes));
 }
 
 function classesOf(logitsFn: LogitsFn, x: tf.Tensor): number {
@@ -134,7 +137,7 @@ export interface NetworkLipschitzOptions {
   examplesPerPass?: number;
   /**
    * Copies of an input per backward pass at most (default {@link copiesPerPass} of the model:
-   * 1 GiB of activations); examples and then classes are split to stay within it.
+   * a 1.5 GiB budget); examples and then classes are split to stay within it.
    */
   copiesPerPass?: number;
 }
