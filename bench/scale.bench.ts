@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { tf, useBackend } from "../src/backend.ts";
 import { createModel, type Model } from "../src/nn/create.ts";
 import type { ModelConfigInput } from "../src/nn/config.ts";
@@ -31,6 +32,10 @@ import { renderTable } from "../src/util/table.ts";
  * Stages marked "extrapolated" are timed on a part (one block, one head, one token row) and
  * multiplied out: the full stage would take minutes to hours. `ATTNLIP_SCALE_MODELS=bert-base`
  * (a comma list) runs a subset.
+ *
+ * Each model, and the training step, runs in a process of its own: tfjs-wasm's heap grows to
+ * at most 4 GB and never shrinks, so after a ViT-B/16 (whose forward+backward pass alone peaks
+ * at 2.6 GB) the next model's stages stopped it with "Aborted()".
  */
 
 interface ScaleModel {
@@ -252,9 +257,8 @@ async function benchModel(spec: ScaleModel): Promise<Record<string, unknown>> {
 }
 
 /** One BERT-base JaSMin fine-tuning step (batch 8, 128 tokens) beside one forward+backward of the batch. */
-async function trainingStep(): Promise<Record<string, unknown>> {
+async function trainingStep(batch: number): Promise<Record<string, unknown>> {
   const model = createModel(BERT_BASE.config, 0) as TransformerClassifier;
-  const batch = 8;
   const x = tf.tensor2d(Array.from({ length: batch * 128 }, (_, i) => (i * 7919) % 30522), [batch, 128], "int32");
   const labels = tf.tensor1d(Array.from({ length: batch }, (_, i) => i % 2), "int32");
   const reference = await forwardBackward(model, x);
@@ -311,10 +315,25 @@ export async function benchScale(): Promise<Record<string, unknown>> {
   const load = (await import("node:os")).loadavg();
   console.log(`load average at start: ${load.map((l) => l.toFixed(2)).join(", ")} (${(await import("node:os")).cpus().length} cores)`);
   const results: Record<string, unknown>[] = [];
-  for (const m of models) results.push(await benchModel(m));
-  const training = wanted === undefined || wanted.includes("bert-base") ? await trainingStep() : null;
+  for (const m of models) {
+    const r = inChild(m.name);
+    if ("error" in r) console.log(`  ${m.name}: ${r.error as string}`);
+    else results.push(r);
+  }
+  let training: Record<string, unknown> | null = null;
+  // The batch a training step can hold in the wasm heap: the largest of 4, 2, 1 that runs.
+  if (wanted === undefined || wanted.includes("bert-base"))
+    for (const batch of [4, 2, 1]) {
+      const r = inChild(`training:${batch}`);
+      if (!("error" in r)) {
+        training = r;
+        break;
+      }
+      console.log(`  training step, batch ${batch}: ${r.error as string}`);
+    }
   const torch = torchReference();
   console.log("\nratio of each stage to one forward+backward pass of the same model, 1 input (wasm backend, one thread)");
+  if (results.length === 0) return { loadAverageAtStart: load, models: results, training, torch };
   const names = [...new Set(results.flatMap((r) => (r.stages as Stage[]).map((s) => s.stage)))];
   console.log(
     renderTable(
@@ -335,4 +354,37 @@ export async function benchScale(): Promise<Record<string, unknown>> {
   );
   console.log("* extrapolated from one block, head or token row");
   return { loadAverageAtStart: load, models: results, training, torch };
+}
+
+/**
+ * Runs one part (a model's name, or `training:BATCH`) in a fresh process (its own wasm heap),
+ * its lines shown as they come; returns its result, or {error} when the process failed.
+ */
+function inChild(part: string): Record<string, unknown> {
+  const dir = mkdtempSync(join(tmpdir(), "attnlip-scale-part-"));
+  const out = join(dir, "result.json");
+  try {
+    const r = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url)], {
+      env: { ...process.env, ATTNLIP_SCALE_PART: part, ATTNLIP_SCALE_OUT: out },
+      stdio: ["ignore", "inherit", "pipe"],
+      encoding: "utf8",
+    });
+    if (r.status !== 0) {
+      const last = (r.stderr ?? "").split("\n").filter((l) => /Error|Aborted/.test(l)).pop();
+      return { error: `stopped (exit ${r.status}${last ? `: ${last.trim().slice(0, 160)}` : ""})` };
+    }
+    return JSON.parse(readFileSync(out, "utf8")) as Record<string, unknown>;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// The child side of inChild.
+if (process.env.ATTNLIP_SCALE_PART !== undefined && import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
+  const part = process.env.ATTNLIP_SCALE_PART;
+  await useBackend("wasm");
+  const result = part.startsWith("training:")
+    ? await trainingStep(Number(part.slice("training:".length)))
+    : await benchModel(MODELS.find((m) => m.name === part)!);
+  writeFileSync(process.env.ATTNLIP_SCALE_OUT!, JSON.stringify(result));
 }
