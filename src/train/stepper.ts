@@ -35,7 +35,11 @@ export interface Stepper {
 }
 
 /** Makes the stepper of a run (called once the run is built; state.batchSize bounds how many slices a step has). */
-export type StepperFactory = (run: { model: Model; optimizer: AdamW; state: { batchSize: number } }) => Promise<Stepper>;
+export type StepperFactory = (run: {
+  model: Model;
+  optimizer: AdamW;
+  state: { batchSize: number };
+}) => Promise<Stepper>;
 
 /**
  * Steps in this thread: {@link trainStep} on each batch.
@@ -45,6 +49,9 @@ export type StepperFactory = (run: { model: Model; optimizer: AdamW; state: { ba
 export const localStepper: StepperFactory = async ({ model, optimizer }) => ({
   workers: 1,
   async step(batch, settings) {
+    // A macrotask turn before each step: trainStep is synchronous, so without it an epoch in
+    // this thread never lets the event loop run Ctrl-C's handler until the epoch ends.
+    await new Promise<void>((resolve) => setImmediate(resolve));
     return tf.tidy(() => {
       const y = tf.tensor1d(batch.labels, "int32");
       const { x, mask } = batch.inputs();

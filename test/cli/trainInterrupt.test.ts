@@ -121,3 +121,65 @@ test("interruptedLine: nothing saved yet; a commit under way counts as saved (it
   rmSync(join(dir, "checkpoint.commit.json"));
   assert.equal(readSavedTrainState(dir), null, "an unreadable train_state.json is no checkpoint");
 });
+
+test("Ctrl-C in the middle of an epoch with --workers 1 stops at once, not at the end of the epoch", async () => {
+  const out = join(mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-mid-")), "run");
+  const child = spawn(
+    process.execPath,
+    [
+      bin,
+      "train",
+      "--model",
+      "vit-micro",
+      "--limit",
+      "4096",
+      "--test-limit",
+      "32",
+      "--batch",
+      "8",
+      "--epochs",
+      "1",
+      "--out",
+      out,
+      "--workers",
+      "1",
+      "--progress",
+      "lines",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  const dog = watchdog((s) => `train (out ${out}) printed nothing for ${s} s; stderr: ${stderr}`);
+  child.stderr.on("data", (d) => ((stderr += d), dog.progress()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  await Promise.race([
+    dog.hung,
+    new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (d) => {
+        stdout += d;
+        dog.progress();
+        if (/step \d+\/512/.test(stdout)) resolve();
+      });
+      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
+    }),
+  ]).finally(dog.stop);
+  child.kill("SIGINT");
+  const end = await exited;
+  dog.stop();
+  assert.deepEqual(end, { code: 130, signal: null }, stderr);
+  const steps = [...stdout.matchAll(/step (\d+)\/512/g)].map((m) => Number(m[1]));
+  assert.ok(Math.max(...steps) < 512, `the epoch ran to its end after Ctrl-C: ${stdout}`);
+  assert.doesNotMatch(stdout, /epoch 1\/1:/, "the epoch's summary was printed after Ctrl-C");
+  assert.equal(
+    readSavedTrainState(out),
+    null,
+    "no checkpoint is saved by an interrupted first epoch",
+  );
+  assert.match(
+    stderr.trim().split("\n").at(-1)!,
+    /^train: interrupted before the first checkpoint/,
+  );
+});
