@@ -10,6 +10,14 @@ import {
   sqrtFactor,
   symMaxEigenvalue,
 } from "../linalg.ts";
+import {
+  packedOuters,
+  packedQuadraticForms,
+  packedSize,
+  packSymmetric,
+  unpackSymmetric,
+  weightedRowSums,
+} from "./rowContractions.ts";
 
 /**
  * Local Lipschitz bounds of ONE attention head at an input X (docs/math.md section 2), in float64.
@@ -668,8 +676,6 @@ export function attentionHeadBounds(
             post,
             fusedRows?.query2,
           ) / sqrtDk;
-    const gramK = (j: number) =>
-      pre === undefined ? norms.gk : pre.gramK.subarray(j * dk * dk, (j + 1) * dk * dk);
     const [tokenKey, pairKey] = tokenKeyPaths(
       n,
       dk,
@@ -680,7 +686,8 @@ export function attentionHeadBounds(
       pm,
       rows,
       kappa,
-      gramK,
+      norms.gk,
+      pre === undefined ? null : pre.gramK,
       post,
       fusedRows,
     );
@@ -794,7 +801,7 @@ function queryPathExact(
   // over z, which is n d_k^2 entries (4 MB at 128 tokens, d_k 64: beyond the cache), so z is
   // read n / 4 times instead of n. Each entry is still summed over j in increasing order,
   // skipping w_j = 0, as the row-by-row loop did: the same values, bit for bit.
-  const cAll = rowsTimesZ(order, n, dk2, pm, z);
+  const cAll = weightedRowSums(order, n, dk2, pm, z);
   let best = 0;
   let any = false;
   for (let r = 0; r < order.length; r++) {
@@ -853,65 +860,18 @@ function queryPathExact(
 }
 
 /**
- * Row r of the result [rows.length, dk2] is sum_j pm[rows[r], j] z_j over j = 0..n-1 in order,
- * skipping zero weights (z [n, dk2]): P Z for the listed rows, four rows per pass over z.
- */
-function rowsTimesZ(rows: readonly number[], n: number, dk2: number, pm: Float64Array, z: Float64Array): Float64Array {
-  const out = new Float64Array(rows.length * dk2);
-  let r = 0;
-  for (; r + 3 < rows.length; r += 4) {
-    const i0 = rows[r] * n;
-    const i1 = rows[r + 1] * n;
-    const i2 = rows[r + 2] * n;
-    const i3 = rows[r + 3] * n;
-    const o0 = r * dk2;
-    for (let j = 0; j < n; j++) {
-      const w0 = pm[i0 + j];
-      const w1 = pm[i1 + j];
-      const w2 = pm[i2 + j];
-      const w3 = pm[i3 + j];
-      const o = j * dk2;
-      if (w0 !== 0 && w1 !== 0 && w2 !== 0 && w3 !== 0)
-        for (let t = 0; t < dk2; t++) {
-          const zt = z[o + t];
-          out[o0 + t] += w0 * zt;
-          out[o0 + dk2 + t] += w1 * zt;
-          out[o0 + 2 * dk2 + t] += w2 * zt;
-          out[o0 + 3 * dk2 + t] += w3 * zt;
-        }
-      else
-        for (const [w, base] of [
-          [w0, o0],
-          [w1, o0 + dk2],
-          [w2, o0 + 2 * dk2],
-          [w3, o0 + 3 * dk2],
-        ] as const)
-          if (w !== 0) for (let t = 0; t < dk2; t++) out[base + t] += w * z[o + t];
-    }
-  }
-  for (; r < rows.length; r++) {
-    const i = rows[r] * n;
-    const base = r * dk2;
-    for (let j = 0; j < n; j++) {
-      const w = pm[i + j];
-      if (w === 0) continue;
-      const o = j * dk2;
-      for (let t = 0; t < dk2; t++) out[base + t] += w * z[o + t];
-    }
-  }
-  return out;
-}
-
-/**
  * `fused`'s two token-resolved key paths before the 1/sqrt(d_k) (docs/math.md section 2,
  * `fused`), over the live rows i:
  * - ||diag(tau) Q||_2 with tau_i = ||V^T J_i diag(kappa)||_2;
  * - (sum_i ||V^T J_i diag(rho_i)||_2^2)^(1/2) with rho_ij = ||L_j W_K q_i^T|| (q_i W_K^T's
- *   alignment with each key row's map kept; `gramK(j)` = (L_j W_K)^T (L_j W_K)).
+ *   alignment with each key row's map kept; `gramKRows` [n, d_k, d_k] holds
+ *   (L_j W_K)^T (L_j W_K) per key row j, or null when every row's is `gramK`).
  * With w = P_i o c (c = kappa or rho_i) and m = V^T P_i, V^T J_i diag(c) = V^T diag(w) - m w^T,
  * whose Gram matrix sum_j w_j^2 v_j v_j^T - u m^T - m u^T + ||w||^2 m m^T (u = sum_j w_j^2 v_j)
  * is d_k x d_k. V is centred by the active-key mean mu (V^T J_i = V_c^T J_i +
- * (1 - sum P_i) mu P_i^T, kept exactly).
+ * (1 - sum P_i) mu P_i^T, kept exactly). The sums sum_j w_j^2 v_j v_j^T of all rows are one
+ * product of the weights [n, n] with the packed outer products [n, d_k (d_k + 1) / 2]
+ * (src/lipschitz/rules/rowContractions.ts), the same sums as row by row.
  */
 function tokenKeyPaths(
   n: number,
@@ -923,27 +883,50 @@ function tokenKeyPaths(
   pm: Float64Array,
   rows: HeadRowStats,
   kappa: Float64Array,
-  gramK: (j: number) => Float64Array,
+  gramK: Float64Array,
+  gramKRows: Float64Array | null,
   rowWeight?: ArrayLike<number>,
   keep?: FusedRows,
 ): [number, number] {
   const dk2 = dk * dk;
+  const width = packedSize(dk);
   const vc = new Float64Array(n * dk);
   for (let j = 0; j < n; j++)
     for (let c = 0; c < dk; c++) vc[j * dk + c] = v[j * dk + c] - vMean[c];
-  const outer = new Float64Array(n * dk2);
-  for (let j = 0; j < n; j++) {
-    if (!activeKey[j]) continue;
-    for (let a = 0; a < dk; a++)
-      for (let b = 0; b < dk; b++) outer[j * dk2 + a * dk + b] = vc[j * dk + a] * vc[j * dk + b];
+  const outer = packedOuters(vc, n, dk, activeKey);
+  const visit: number[] = [];
+  for (let i = 0; i < n; i++) {
+    if (!rows.live[i]) continue;
+    const w2 = rowWeight === undefined ? 1 : rowWeight[i] * rowWeight[i];
+    if (w2 !== 0) visit.push(i);
   }
+  // rho_ij^2 = q_i G_K,j q_i^T: [n, n] with a Gram matrix per key row, else [n, 1].
+  const rho2 =
+    gramKRows === null
+      ? packedQuadraticForms(q, n, dk, packSymmetric(gramK, 1, dk), 1)
+      : packedQuadraticForms(q, n, dk, packSymmetric(gramKRows, n, dk), n);
+  const rhoCols = gramKRows === null ? 1 : n;
+  // Squared column weights of both paths, (P_ij kappa_j)^2 and (P_ij rho_ij)^2.
+  const wTau = new Float64Array(n * n);
+  const wPair = new Float64Array(n * n);
+  for (const i of visit)
+    for (let j = 0; j < n; j++) {
+      const p = pm[i * n + j];
+      if (p === 0) continue;
+      const wt = p * kappa[j];
+      wTau[i * n + j] = wt * wt;
+      const wp = p * Math.sqrt(Math.max(rho2[i * rhoCols + (rhoCols === 1 ? 0 : j)], 0));
+      wPair[i * n + j] = wp * wp;
+    }
+  const sumsTau = weightedRowSums(visit, n, width, wTau, outer);
+  const sumsPair = weightedRowSums(visit, n, width, wPair, outer);
   const g = new Float64Array(dk2);
   const m = new Float64Array(dk);
   const u = new Float64Array(dk);
-  const weights = new Float64Array(n);
-  // lambda_max of the Gram matrix of V^T J_i diag(c) for row i and column weights c.
-  const squaredNorm = (i: number, c: Float64Array) => {
-    g.fill(0);
+  // lambda_max of the Gram matrix of V^T J_i diag(c) for row i, from its weights' row of w2s
+  // (the squares (P_ij c_j)^2) and the packed sum_j w2s_ij v_j v_j^T.
+  const squaredNorm = (i: number, w2s: Float64Array, sums: Float64Array, r: number) => {
+    unpackSymmetric(sums.subarray(r * width, (r + 1) * width), dk, g);
     m.fill(0);
     u.fill(0);
     let mass = 0;
@@ -952,14 +935,12 @@ function tokenKeyPaths(
       const p = pm[i * n + j];
       if (p === 0) continue;
       mass += p;
-      const w = p * c[j];
-      w2 += w * w;
+      const ww = w2s[i * n + j];
+      w2 += ww;
       for (let t = 0; t < dk; t++) {
         m[t] += p * vc[j * dk + t];
-        u[t] += w * w * vc[j * dk + t];
+        u[t] += ww * vc[j * dk + t];
       }
-      const o = j * dk2;
-      for (let t = 0; t < dk2; t++) g[t] += w * w * outer[o + t];
     }
     for (let t = 0; t < dk; t++) m[t] -= (1 - mass) * vMean[t];
     for (let a = 0; a < dk; a++)
@@ -968,30 +949,17 @@ function tokenKeyPaths(
   };
   const cq = new Float64Array(dk2); // Q^T diag(tau^2) Q
   let pairSum = 0;
-  for (let i = 0; i < n; i++) {
-    if (!rows.live[i]) continue;
+  for (let r = 0; r < visit.length; r++) {
+    const i = visit[r];
     const w2 = rowWeight === undefined ? 1 : rowWeight[i] * rowWeight[i];
-    if (w2 === 0) continue;
-    const tau2 = w2 * squaredNorm(i, kappa);
+    const tau2 = w2 * squaredNorm(i, wTau, sumsTau, r);
     if (keep !== undefined) keep.tau2[i] = tau2;
     if (tau2 > 0)
       for (let a = 0; a < dk; a++) {
         const qa = q[i * dk + a];
         for (let b = 0; b < dk; b++) cq[a * dk + b] += tau2 * qa * q[i * dk + b];
       }
-    // rho_ij^2 = q_i G_K,j q_i^T.
-    for (let j = 0; j < n; j++) {
-      if (pm[i * n + j] === 0) continue;
-      const gk = gramK(j);
-      let r = 0;
-      for (let a = 0; a < dk; a++) {
-        let t = 0;
-        for (let b = 0; b < dk; b++) t += gk[a * dk + b] * q[i * dk + b];
-        r += q[i * dk + a] * t;
-      }
-      weights[j] = Math.sqrt(Math.max(r, 0));
-    }
-    const pair = squaredNorm(i, weights);
+    const pair = squaredNorm(i, wPair, sumsPair, r);
     if (keep !== undefined) keep.pair2[i] = pair;
     pairSum += w2 * pair;
   }

@@ -24,6 +24,11 @@ export interface RowJacobian {
   leftTimes?(m: Float32Array | Float64Array): Float64Array;
   /** M J for M [d, d] (absent: dense product). */
   rightTimes?(m: Float64Array): Float64Array;
+  /**
+   * Present on a LayerNorm row: J = (1/s) P diag(gamma), P = I - 1 1^T/d - z z^T/d, so Gram
+   * matrices (J W)^T (J W) follow from weight-only ones (src/lipschitz/rules/preRowwise.ts).
+   */
+  layerNorm?: { z: Float64Array; gamma: ArrayLike<number>; s: number };
 }
 
 /** A dense row Jacobian. */
@@ -168,6 +173,7 @@ export function layerNormRowJacobian(
   };
   return {
     d,
+    layerNorm: { z, gamma, s },
     matrix() {
       const j = new Float64Array(d * d);
       for (let a = 0; a < d; a++)
