@@ -24,6 +24,7 @@ import {
   headLipschitz,
   headOutput,
   jvp,
+  vjp,
   powerIterationLipschitz,
   type TensorFn,
 } from "../../src/lipschitz/truth/index.ts";
@@ -95,7 +96,7 @@ function blockInput(model: TransformerClassifier, padded: boolean, seed: number)
 }
 
 for (const [name, config, padded] of CASES) {
-  test(`${name}: the block's, attention layer's and each head's forward-mode Jacobian equals the double-VJP JVP`, () => {
+  test(`${name}: the block's, attention layer's and each head's forward-mode Jacobian equals the double-VJP JVP, and its adjoint the backward pass`, () => {
     const model = createModel(config, 1) as TransformerClassifier;
     randomizeWeights(model, 7, 0.4);
     const before = tf.memory().numTensors;
@@ -108,13 +109,21 @@ for (const [name, config, padded] of CASES) {
       const lin = linearizeBlock(x, p, cfg, allowed);
       const [ours, ref] = [lin.tangent(t), jvp(block, x, t)];
       assert.ok(relMax(ours, ref) < 1e-5, `block ${b}: ${relMax(ours, ref)}`);
-      tf.dispose([ours, ref]);
+      const u = tf.tensor(uniform(x.size, 20 + b, -1, 1), x.shape);
+      const [back, refBack] = [lin.cotangent(u), vjp(block, x, u)];
+      assert.ok(relMax(back, refBack) < 1e-5, `block ${b} adjoint: ${relMax(back, refBack)}`);
+      tf.dispose([ours, ref, back, refBack]);
       lin.dispose();
       const attn: TensorFn = (z) => blockAttention(z, p.attn, cfg, allowed).out;
       const linA = linearizeAttention(x, p.attn as AttentionParams, cfg.heads, allowed);
       const [oursA, refA] = [linA.tangent(t), jvp(attn, x, t)];
       assert.ok(relMax(oursA, refA) < 1e-5, `attention ${b}: ${relMax(oursA, refA)}`);
-      tf.dispose([oursA, refA]);
+      const [backA, refBackA] = [linA.cotangent(u), vjp(attn, x, u)];
+      assert.ok(
+        relMax(backA, refBackA) < 1e-5,
+        `attention ${b} adjoint: ${relMax(backA, refBackA)}`,
+      );
+      tf.dispose([oursA, refA, backA, refBackA, u]);
       linA.dispose();
       t.dispose();
     }
@@ -193,7 +202,7 @@ for (const [name, config, padded] of CASES) {
   });
 }
 
-test("linearizeHead: the head map's forward-mode Jacobian equals the double-VJP JVP", () => {
+test("linearizeHead: the head map's forward-mode Jacobian equals the double-VJP JVP, and its adjoint the backward pass", () => {
   const model = createModel(CASES[0][1], 4) as TransformerClassifier;
   randomizeWeights(model, 9, 0.5);
   const { x } = blockInput(model, false, 5);
@@ -219,7 +228,11 @@ test("linearizeHead: the head map's forward-mode Jacobian equals the double-VJP 
     const ours = lin.tangent(t);
     const ref = jvp((z) => headOutput(z, p, heads, h, null), x, t);
     assert.ok(relMax(ours, ref) < 1e-5, `head ${h}: ${relMax(ours, ref)}`);
-    tf.dispose([ours, ref, t, flat]);
+    const u = tf.tensor(uniform(ours.size, 40 + h, -1, 1), ours.shape);
+    const back = lin.cotangent(u);
+    const refBack = vjp((z) => headOutput(z, p, heads, h, null), x, u);
+    assert.ok(relMax(back, refBack) < 1e-5, `head ${h} adjoint: ${relMax(back, refBack)}`);
+    tf.dispose([ours, ref, t, flat, u, back, refBack]);
     lin.dispose();
   }
   x.dispose();
