@@ -10,6 +10,7 @@ import { pgd } from "../robustness/pgd.ts";
 import { decodeSafetensors } from "../io/safetensors.ts";
 import { checkHfConfig, hfModelFromParts } from "../hf/fromParts.ts";
 import { sigmaFromRow } from "../softmax/sigma.ts";
+import { predictedClass } from "../util/predictedClass.ts";
 import { WordTokenizer, type TextTokenizer } from "../data/text/tokenizer.ts";
 import { HfTokenizer } from "../hf/tokenizer.ts";
 import type { TextConfig } from "../nn/config.ts";
@@ -37,7 +38,14 @@ export interface LayerBounds {
 
 /** What {@link inspect} returns for one image. */
 export interface Inspection {
-  /** Softmax of the logits, [classes]. */
+  /** The logits, [classes] (float32 values). */
+  logits: number[];
+  /**
+   * The predicted class: the argmax of the logits (util/predictedClass.ts), as the attacks take
+   * it, not of the probabilities (near-tied logits can give tied float32 probabilities).
+   */
+  predicted: number;
+  /** Softmax of the logits, [classes] (shown beside the prediction). */
   probabilities: number[];
   /** Tokens per sequence (patches + the class token). */
   n: number;
@@ -144,30 +152,41 @@ export function inspect(model: TransformerClassifier, pixels: ArrayLike<number>)
   }
 }
 
+/** A model's prediction at one input, as the explorer shows it. */
+export type Prediction = Pick<Inspection, "logits" | "predicted" | "probabilities">;
+
 /**
- * The prediction alone, as {@link inspect} shows it: the softmax of the logits at one image,
- * [classes], without the bounds (milliseconds).
+ * The prediction alone, as {@link inspect} shows it: the logits at one image, their argmax
+ * (the predicted class) and their softmax, without the bounds (milliseconds).
  *
  * @param pixels as {@link inspect}'s.
- * @throws RangeError on a wrong length or a pixel outside [0, 1].
- * @example predict(model, pixels).length // classes
+ * @throws RangeError on a wrong length or a pixel outside [0, 1]; NonFiniteError when the
+ *   logits hold NaN or +Infinity (util/predictedClass.ts).
+ * @example predict(model, pixels).predicted // 0 <= class < classes
  */
-export function predict(model: TransformerClassifier, pixels: ArrayLike<number>): number[] {
+export function predict(model: TransformerClassifier, pixels: ArrayLike<number>): Prediction {
   const x = imageTensor(model, pixels);
   try {
-    return probabilitiesAt(model, x, null);
+    return predictionAt(model, x, null);
   } finally {
     x.dispose();
   }
 }
 
-/** Softmax of the logits at a model input (the page's prediction). */
-function probabilitiesAt(
+/** The logits, their argmax and their softmax at a model input (the page's prediction). */
+function predictionAt(
   model: TransformerClassifier,
   x: tf.Tensor,
   mask: tf.Tensor | null,
-): number[] {
-  return Array.from(tf.tidy(() => tf.softmax(model.forward(x, { mask }).logits)).dataSync());
+): Prediction {
+  const logits = model.forward(x, { mask }).logits;
+  try {
+    const values = Array.from(logits.dataSync());
+    const probabilities = Array.from(tf.tidy(() => tf.softmax(logits)).dataSync());
+    return { logits: values, predicted: predictedClass(values, "explore"), probabilities };
+  } finally {
+    logits.dispose();
+  }
 }
 
 /** {@link inspect} at a model input: an image [1, H, W, C], or token ids [1, n] with their mask. */
@@ -179,9 +198,11 @@ function inspectTensor(
   // The attention probabilities as computed (float32), not analyze's rounded copy for reports.
   const { logits, trace } = model.forward(x, { trace: true, mask });
   let probabilities: number[];
+  let values: number[];
   let maps: number[][][];
   let n: number;
   try {
+    values = Array.from(logits.dataSync());
     probabilities = Array.from(tf.tidy(() => tf.softmax(logits)).dataSync());
     n = trace!.blocks[0].attn.p.shape[2] as number;
     maps = trace!.blocks.map((block) => {
@@ -211,7 +232,15 @@ function inspectTensor(
     ...a.blocks.map((b, i) => ({ name: `block ${i}`, true: b.true[0], bounds: pick(b.bounds) })),
     { name: "network", true: a.network.true[0], bounds: pick(a.network.bounds) },
   ];
-  return { probabilities, n, maps, rowSigma, layers };
+  return {
+    logits: values,
+    predicted: predictedClass(values, "explore"),
+    probabilities,
+    n,
+    maps,
+    rowSigma,
+    layers,
+  };
 }
 
 /**
@@ -246,7 +275,7 @@ export function attackCurve(
       adversarial = Array.from(adv.dataSync());
       adv.dispose();
       const others = logits.filter((_, k) => k !== label);
-      const predicted = logits.indexOf(Math.max(...logits));
+      const predicted = predictedClass(logits, "explore");
       points.push({ eps: e, predicted, margin: logits[label] - Math.max(...others) });
     }
   } finally {
@@ -378,17 +407,17 @@ export function inspectText(model: TransformerClassifier, ids: readonly number[]
 }
 
 /**
- * The prediction alone, as {@link inspectText} shows it: the softmax of the logits at one
- * text's token ids, [classes], without the bounds.
+ * The prediction alone, as {@link inspectText} shows it: the logits at one text's token ids,
+ * their argmax (the predicted class) and their softmax, without the bounds.
  *
  * @param ids as {@link inspectText}'s.
- * @throws RangeError as {@link inspectText}.
- * @example predictText(model, tokenize(tok, "free money").ids) // [p0, p1]
+ * @throws RangeError as {@link inspectText}; NonFiniteError as {@link predict}.
+ * @example predictText(model, tokenize(tok, "free money").ids).probabilities // [p0, p1]
  */
-export function predictText(model: TransformerClassifier, ids: readonly number[]): number[] {
+export function predictText(model: TransformerClassifier, ids: readonly number[]): Prediction {
   const { x, mask } = textTensors(model, ids);
   try {
-    return probabilitiesAt(model, x, mask);
+    return predictionAt(model, x, mask);
   } finally {
     tf.dispose([x, mask]);
   }
@@ -430,7 +459,7 @@ export function textAttackCurve(
       const logits = Array.from(tf.tidy(() => logitsOf(adv)).dataSync());
       adv.dispose();
       const others = logits.filter((_, k) => k !== label);
-      const predicted = logits.indexOf(Math.max(...logits));
+      const predicted = predictedClass(logits, "explore");
       points.push({ eps: e, predicted, margin: logits[label] - Math.max(...others) });
     }
     return { points, tokenNorm };

@@ -299,7 +299,7 @@ async function show(
   // The page's timeline (performance marks, read by `npm run bench -- explorer`).
   performance.mark("attnlip:inspected", { detail: { workerSeconds: reply.seconds } });
   const r = reply.result;
-  const predicted = r.probabilities.indexOf(Math.max(...r.probabilities));
+  const predicted = r.predicted; // the logits' argmax, as the attack takes it (compute.ts)
   $("prediction").innerHTML =
     `predicted <strong id="predicted">${predicted}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
     (input.label === null ? "" : `, true label <strong>${input.label}</strong>`);
@@ -502,7 +502,7 @@ async function showText(
       .join(" ") +
     "</p>";
   const r = reply.result;
-  const predicted = r.probabilities.indexOf(Math.max(...r.probabilities));
+  const predicted = r.predicted; // the logits' argmax, as the attack takes it (compute.ts)
   $("text-prediction").innerHTML =
     `predicted <strong id="text-predicted" data-class="${predicted}">${className(predicted)}</strong> (${(100 * r.probabilities[predicted]).toFixed(1)}%)` +
     (input.label === null ? "" : `, true label <strong>${className(input.label)}</strong>`);

@@ -20,6 +20,7 @@ import {
   tokenizerDocument,
   tokenizerFromDocument,
   type AttackPoint,
+  type Prediction,
 } from "../../src/explorer/compute.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
 import { hfTextTokenizer } from "../../src/hf/textTokenizer.ts";
@@ -65,10 +66,10 @@ function fromFolder(name: string, kind: "vit" | "text"): TransformerClassifier {
  */
 function assertStartsAtPrediction(
   what: string,
-  p: number[],
+  prediction: Prediction,
   curve: (label: number) => AttackPoint,
 ): void {
-  const predicted = p.indexOf(Math.max(...p));
+  const { predicted, probabilities: p } = prediction;
   for (let label = 0; label < p.length; label++) {
     const point = curve(label);
     assert.equal(point.eps, 0);
@@ -83,10 +84,14 @@ function assertStartsAtPrediction(
   }
 }
 
-function assertSameProbabilities(what: string, shown: number[], predicted: number[]): void {
-  assert.equal(predicted.length, shown.length);
-  shown.forEach((v, k) =>
-    assert.ok(Math.abs(predicted[k] - v) <= 1e-6, `${what}: p[${k}] ${predicted[k]} vs ${v}`),
+function assertSameProbabilities(what: string, shown: Prediction, predicted: Prediction): void {
+  assert.equal(predicted.predicted, shown.predicted, `${what}: predicted class`);
+  assert.equal(predicted.probabilities.length, shown.probabilities.length);
+  shown.probabilities.forEach((v, k) =>
+    assert.ok(
+      Math.abs(predicted.probabilities[k] - v) <= 1e-6,
+      `${what}: p[${k}] ${predicted.probabilities[k]} vs ${v}`,
+    ),
   );
 }
 
@@ -106,11 +111,7 @@ test("the explorer's attack at eps 0 is its prediction for every model kind (att
   for (const { what, model } of vits)
     try {
       // The page's prediction is inspect's (the analysis takes seconds: once per model).
-      assertSameProbabilities(
-        what,
-        inspect(model, images[0]).probabilities,
-        predict(model, images[0]),
-      );
+      assertSameProbabilities(what, inspect(model, images[0]), predict(model, images[0]));
       for (const [i, pixels] of images.entries())
         for (const attack of ["fgsm", "pgd"] as const)
           assertStartsAtPrediction(
@@ -162,11 +163,7 @@ test("the explorer's attack at eps 0 is its prediction for every model kind (att
   }
   for (const { what, model, ids } of textModels)
     try {
-      assertSameProbabilities(
-        what,
-        inspectText(model, ids[0]).probabilities,
-        predictText(model, ids[0]),
-      );
+      assertSameProbabilities(what, inspectText(model, ids[0]), predictText(model, ids[0]));
       for (const [i, row] of ids.entries()) {
         const p = predictText(model, row);
         for (const attack of ["fgsm", "pgd"] as const)

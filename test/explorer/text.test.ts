@@ -210,7 +210,7 @@ test("the command's held-out texts are analyze's; inspectText agrees with analyz
       `${alone.true} vs ${padded.network.true[0]} padded`,
     );
 
-    const clean = r.probabilities.indexOf(Math.max(...r.probabilities));
+    const clean = r.predicted;
     const curve = textAttackCurve(model, t.ids, clean, "pgd", "l2", [0, 0.05, 0.5], 5);
     assert.deepEqual(
       curve.points.map((p) => p.eps),
@@ -321,7 +321,7 @@ test(
       assert.deepEqual(JSON.parse((await page.getAttribute("#tokens", "data-ids"))!), t.ids);
       assert.deepEqual(await page.locator("#tokens code").allTextContents(), t.tokens);
       const inNode = inspectText(model, t.ids);
-      const predicted = inNode.probabilities.indexOf(Math.max(...inNode.probabilities));
+      const predicted = inNode.predicted;
       assert.equal(
         Number(await page.getAttribute("#text-predicted", "data-class")),
         predicted,
