@@ -9,6 +9,7 @@ import { blockTruthAt, type BlockTruths } from "./blockTruths.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
 import { summarize, type Summary } from "../stats.ts";
 import { InputError } from "../util/errors.ts";
+import { logitRowProblem } from "../robustness/loss.ts";
 import { rowStats } from "../softmax/rowStats.ts";
 import { solveSecular } from "../softmax/sigma.ts";
 
@@ -362,7 +363,8 @@ function summarizeFloor(network: BoundsAgainstTruth, floors: number[]): FloorSum
  * @param model a ViT or text classifier (src/nn).
  * @param inputs ViT: float32 images [N, 28, 28, 1] or [N, 784] in the model's input range;
  *   text: int32 token ids [N, n] with options.mask.
- * @throws RangeError on an empty batch; InputError when the model's logits are not finite;
+ * @throws RangeError on an empty batch; InputError when the model's logits hold NaN or +Infinity
+ *   or are -Infinity for every class (a -Infinity logit alone is allowed: a masked class);
  *   errors of the model on malformed inputs.
  */
 export function analyze(model: TransformerClassifier, inputs: tf.Tensor, options: AnalyzeOptions = {}): Analysis {
@@ -403,16 +405,13 @@ export function analyzeExamples(model: TransformerClassifier, inputs: tf.Tensor,
     const x = tf.slice(inputs, start, size);
     const mask = options.mask ? tf.slice(options.mask, start, size) : null;
     const { logits, trace } = model.forward(x, { trace: true, mask });
-    const broken = nonFiniteRows(logits.dataSync(), size);
+    const problem = logitProblem(logits.dataSync(), size, offset + start);
     logits.dispose();
-    if (broken.length) {
+    if (problem !== null) {
       disposeTrace(trace!);
       tf.dispose([x]);
       mask?.dispose();
-      const named = broken.slice(0, 5).map((e) => offset + start + e + 1).join(", ");
-      throw new InputError(
-        `model: its logits are not finite at input${broken.length > 1 ? "s" : ""} ${named}${broken.length > 5 ? ", ..." : ""}: the weights are broken or overflow (a diverged training run?), or those inputs hold NaN or Infinity`,
-      );
+      throw new InputError(problem);
     }
     try {
       collectAttention(trace!, start === 0, allRows, attentionMaps);
@@ -550,18 +549,33 @@ function collectNotes(layers: readonly LayerReport[], notes: Set<string>): void 
   }
 }
 
-/** Indices (0-based, within the batch) of the examples whose logits [size, classes] hold a non-finite value. */
-function nonFiniteRows(logits: ArrayLike<number>, size: number): number[] {
+/**
+ * Why the logits [size, classes] of a batch define no class distribution, or null when they do.
+ * A logit of -Infinity is allowed (a class the model rules out, as attack takes it,
+ * robustness/loss.ts logitRowProblem): the bounds and true values are about the Jacobian, which
+ * an additive -Infinity (a masked class's bias) leaves as it is, and analyze predicts nothing.
+ * NaN and +Infinity are refused (broken or overflowing weights), and so is a row that is
+ * -Infinity for every class (no class is left).
+ *
+ * @param first the inputs' index of the batch's first example (0-based), for the message.
+ * @returns the one-line message naming the first 5 such inputs (1-based), or null.
+ */
+function logitProblem(logits: ArrayLike<number>, size: number, first: number): string | null {
   const classes = logits.length / size;
-  const broken: number[] = [];
-  for (let e = 0; e < size; e++)
-    for (let c = 0; c < classes; c++)
-      if (!Number.isFinite(logits[e * classes + c])) {
-        broken.push(e);
-        break;
-      }
-  return broken;
+  const problems = Array.from({ length: size }, (_, e) => logitRowProblem(logits, classes, e));
+  const name = (rows: number[]) =>
+    `input${rows.length > 1 ? "s" : ""} ${rows.slice(0, 5).map((e) => first + e + 1).join(", ")}${rows.length > 5 ? ", ..." : ""}`;
+  const broken = problems.flatMap((p, e) => (p !== null && p !== ALL_MINUS_INFINITY ? [e] : []));
+  if (broken.length > 0)
+    return `model: its logits are not finite at ${name(broken)}: the weights are broken or overflow (a diverged training run?), or those inputs hold NaN or Infinity (a logit of -Infinity alone is allowed: a class the model rules out)`;
+  const empty = problems.flatMap((p, e) => (p === ALL_MINUS_INFINITY ? [e] : []));
+  if (empty.length > 0)
+    return `model: its logits are -Infinity for every class at ${name(empty)}: the model rules out every class (a masked class is allowed, but at least one must be left)`;
+  return null;
 }
+
+/** logitRowProblem's answer for a row that rules out every class. */
+const ALL_MINUS_INFINITY = "is -Infinity for every class";
 
 /**
  * The analysis of consecutive parts of the inputs ({@link analyzeExamples}, in input order)

@@ -16,6 +16,7 @@ import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { interruptedLine } from "../train/trainer.ts";
+import { TrainingDiverged } from "../train/epoch.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { firstFlagIssue, numberFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
 
@@ -233,6 +234,41 @@ export function parseTrainFlags(raw: RawTrainOptions): TrainFlags {
   return flags;
 }
 
+/** The advice of a step that diverged, as train/epoch.ts words it. */
+const LR_ADVICE = /; try a lower --lr, --clip or --jasmin, or check the data for NaN$/;
+
+/**
+ * A run started with --init that diverges at its first step diverged on the base checkpoint's
+ * own weights (that step's loss and gradient come before any update), so "try a lower --lr"
+ * is the wrong advice: its error says what the cause is instead (a logit of -Infinity, a class
+ * the base's head rules out, for an example of that class; or NaN / infinite weights or data).
+ * Any other error is returned as it is.
+ *
+ * @param init the --init folder, undefined without --init.
+ * @example initDivergence(new TrainingDiverged("training diverged at epoch 1, step 1: the loss is Infinity (...); try a lower --lr, --clip or --jasmin, or check the data for NaN", 1, 1), "runs/base")
+ *   // TrainingDiverged "...: the loss is Infinity (...); that is runs/base's own loss, before any update (--lr, --clip and --jasmin have not acted yet): ..."
+ */
+export function initDivergence(error: unknown, init: string | undefined): unknown {
+  if (
+    init === undefined ||
+    !(error instanceof TrainingDiverged) ||
+    error.step !== 1 ||
+    !LR_ADVICE.test(error.message)
+  )
+    return error;
+  const cause = /cross-entropy Infinity/.test(error.message)
+    ? "an infinite logit makes the cross-entropy infinite, most likely -Infinity for an example's own class (a class the base's head rules out): train on data without that class, or give the class a finite logit in the base"
+    : "its weights, or the data, hold NaN or infinite values";
+  return new TrainingDiverged(
+    error.message.replace(
+      LR_ADVICE,
+      `; that is ${init}'s own loss and gradient, before any update (--lr, --clip and --jasmin have not acted yet): ${cause}`,
+    ),
+    error.epoch,
+    error.step,
+  );
+}
+
 /** `attnlip train`: trains a ViT (images) or text classifier (text) with cross-entropy + lambda * JaSMin; checkpoints in --out. */
 export function trainCommand(): Command {
   return new Command("train")
@@ -386,7 +422,9 @@ export function trainCommand(): Command {
         resume: flags.resume,
         init: flags.init,
         progress: (flags.progress ?? "auto") as ProgressMode,
-      }).finally(() => process.off("SIGINT", onInterrupt));
+      })
+        .catch((e: unknown) => Promise.reject(initDivergence(e, flags.init)))
+        .finally(() => process.off("SIGINT", onInterrupt));
       const acc = result.finalTestAccuracy;
       if (result.trainSeconds === 0) {
         const st = result.trainState;
