@@ -391,15 +391,11 @@ export function linearMapLipschitz(
     scale: number,
     of: number[],
   ): Float32Array => {
-    const z = tf.tidy(() =>
-      op(
-        tf.tensor(
-          Float32Array.from(values, (a) => a * scale),
-          of,
-          "float32",
-        ),
-      ),
-    );
+    // Plain loops, here and below, with the powers of two hoisted: a callback or a 2 ** e per
+    // entry cost about 60 ms of JavaScript per product on a BERT-base block's 98,304 entries.
+    const scaled = new Float32Array(values.length);
+    for (let i = 0; i < scaled.length; i++) scaled[i] = values[i] * scale;
+    const z = tf.tidy(() => op(tf.tensor(scaled, of, "float32")));
     const data = z.dataSync() as Float32Array;
     z.dispose();
     return data;
@@ -425,7 +421,9 @@ export function linearMapLipschitz(
     if (w.values === null) return new Float64Array(size); // Df v = 0 at every scale
     // The cotangent Df v, normalised to a largest entry of about 1 (exact: a power of two).
     const norm = -Math.round(Math.log2(maxAbs(w.values)));
-    const u = Float64Array.from(w.values, (a) => a * 2 ** norm);
+    const unit = 2 ** norm;
+    const u = new Float64Array(w.values.length);
+    for (let i = 0; i < u.length; i++) u[i] = w.values[i] * unit;
     const y = scaledProduct(
       (c) => product((t) => map.vjp(t), u, c, outShape),
       cotangentExponent,
@@ -437,7 +435,9 @@ export function linearMapLipschitz(
     const undo = -(w.exponent + norm + y.exponent);
     // Two factors: 2^undo alone may leave float64's range although the result does not.
     const half = Math.trunc(undo / 2);
-    for (let i = 0; i < size; i++) out[i] = y.values[i] * 2 ** half * 2 ** (undo - half);
+    const f1 = 2 ** half;
+    const f2 = 2 ** (undo - half);
+    for (let i = 0; i < size; i++) out[i] = y.values[i] * f1 * f2;
     return out;
   };
 
