@@ -103,7 +103,7 @@ export function analyzeCommand(): Command {
     .option("--n <int>", "number of test inputs", "16")
     .option("--force", "replace an existing analysis.json and analysis.csv (without it, an earlier result is never overwritten)")
     .addOption(optionWithDefault("--out <dir>", "write analysis.json and analysis.csv here", "the checkpoint folder; none with --random-init"))
-    .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
+    .addOption(new Option("--backend <name>", "tfjs backend: wasm or cpu").choices(["wasm", "cpu"]).default("wasm"))
     .addOption(
       new Option("--mlp <mode>", "MLP factor inside block bounds: local (exact at the point) or relaxed")
         .choices(["local", "relaxed"])

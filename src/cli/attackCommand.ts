@@ -268,7 +268,7 @@ export function attackCommand(): Command {
         "both",
       ),
     )
-    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", String(d.backend)))
+    .addOption(optionWithDefault("--backend <name>", "tfjs backend: wasm or cpu", String(d.backend)))
     .addOption(optionWithDefault("--workers <int>", "worker threads, each attacking whole batches with its own model copy (1: no workers; the results are the same)", "the number of cores"))
     .addOption(optionWithDefault("--out <file>", "where attack.json goes", "CHECKPOINT/attack.json; none with --random-init"))
     .option("--force", "replace an existing attack.json (without it, an earlier result is never overwritten)")

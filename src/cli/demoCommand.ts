@@ -53,7 +53,7 @@ export function demoCommand(): Command {
     .option("--force", "replace the demo's results (baseline/, jasmin/, report.html, summary.json) already in --out; without it they are kept, except an earlier demo's with the same settings in the default folder")
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
     .addOption(optionWithDefault("--jasmin <lambda>", "JaSMin weight of the second model", "0.1; --quick: 0.5"))
-    .addOption(new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"))
+    .addOption(new Option("--backend <name>", "tfjs backend: wasm or cpu").choices(["wasm", "cpu"]).default("wasm"))
     .addOption(optionWithDefault("--workers <int>", "worker threads for training, analysis and attacks (1: this thread only)", "the number of cores"))
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);

@@ -189,10 +189,41 @@ const TYPES: Record<string, string> = {
 };
 
 /**
+ * Why the server cannot listen on host:port, naming the flag at fault: --host when the name
+ * does not resolve (getaddrinfo: "999.1.1.1", a typo) or is no address of this machine
+ * (EADDRNOTAVAIL) or of a family it lacks (EAFNOSUPPORT); --port when the port is taken
+ * (EADDRINUSE) or needs privileges (EACCES); both otherwise.
+ *
+ * @example listenError(Object.assign(new Error("getaddrinfo ENOTFOUND 999.1.1.1"), { code: "ENOTFOUND", syscall: "getaddrinfo" }), "999.1.1.1", 8377).message
+ *   // 'explore: --host 999.1.1.1: no such host or address (getaddrinfo ENOTFOUND): give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0'
+ */
+export function listenError(e: NodeJS.ErrnoException, host: string, port: number): InputError {
+  const why = `${e.syscall ?? "listen"} ${e.code ?? "failed"}`;
+  const example = "give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0";
+  if (e.syscall === "getaddrinfo" || e.code === "ENOTFOUND" || e.code === "EAI_AGAIN")
+    return new InputError(`explore: --host ${host}: no such host or address (${why}): ${example}`);
+  if (e.code === "EADDRNOTAVAIL" || e.code === "EAFNOSUPPORT" || e.code === "EINVAL")
+    return new InputError(
+      `explore: --host ${host}: not an address of this machine (${why}): ${example}`,
+    );
+  if (e.code === "EADDRINUSE")
+    return new InputError(
+      `explore: --port ${port}: in use by another program; pick another port, or 0 for any free one`,
+    );
+  if (e.code === "EACCES")
+    return new InputError(
+      `explore: --port ${port}: not allowed for this user (${why}; ports below 1024 need privileges); pick another port, or 0 for any free one`,
+    );
+  return new InputError(
+    `explore: --host ${host} --port ${port}: cannot listen there: ${e.message}`,
+  );
+}
+
+/**
  * Serves the explorer's files over HTTP on host:port (port 0: any free port) until closed.
  *
  * @returns the page's URL and a close function.
- * @throws InputError when the port is taken or cannot be opened.
+ * @throws InputError naming --host or --port ({@link listenError}) when it cannot listen there.
  * @example const { url, close } = await serveExplorer(await explorerFiles(undefined, 12), "127.0.0.1", 0); await close();
  */
 export async function serveExplorer(
@@ -216,13 +247,7 @@ export async function serveExplorer(
       .end(body);
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (e: NodeJS.ErrnoException) =>
-      reject(
-        new InputError(
-          `explore: --port ${port}: ${e.code === "EADDRINUSE" ? "in use by another program; pick another port, or 0 for any free one" : e.message}`,
-        ),
-      ),
-    );
+    server.once("error", (e: NodeJS.ErrnoException) => reject(listenError(e, host, port)));
     server.listen(port, host, () => resolve());
   });
   const address = server.address();

@@ -2,7 +2,7 @@ import { Argument, Help, Option } from "commander";
 import { z } from "zod";
 import { checkEncoding } from "../data/text/charset.ts";
 import { HF_ARCHITECTURES } from "../hf/architectures.ts";
-import { describeNumberRule, flagError, readNumber, type NumberRule } from "../util/numberFlag.ts";
+import { flagError, numberProblem, readNumber, type NumberRule } from "../util/numberFlag.ts";
 import type { InputError } from "../util/errors.ts";
 import { defaultWorkers, oversubscriptionWarning } from "../parallel/workerCount.ts";
 
@@ -21,7 +21,7 @@ export function numberFlag(rule: NumberRule) {
   return z.string().transform((text, ctx) => {
     const value = readNumber(text, rule);
     if (value === null) {
-      ctx.addIssue({ code: "custom", message: `must be ${describeNumberRule(rule)}` });
+      ctx.addIssue({ code: "custom", message: numberProblem([text], rule) });
       return z.NEVER;
     }
     return value;
@@ -36,12 +36,10 @@ export function numberFlag(rule: NumberRule) {
  */
 export function numberListFlag(rule: NumberRule) {
   return z.string().transform((text, ctx) => {
-    const values = text.split(",").map((field) => readNumber(field, rule));
+    const fields = text.split(",");
+    const values = fields.map((field) => readNumber(field, rule));
     if (values.some((v) => v === null)) {
-      ctx.addIssue({
-        code: "custom",
-        message: `must be a comma-separated list of ${describeNumberRule(rule, true)}`,
-      });
+      ctx.addIssue({ code: "custom", message: numberProblem(fields, rule, true) });
       return z.NEVER;
     }
     return values as number[];
@@ -124,21 +122,22 @@ export function argumentWithDefault(name: string, description: string, shown: st
 /**
  * commander's help, its "(default: X)" form for every default: a default given only as a
  * description (value undefined: {@link optionWithDefault}, {@link argumentWithDefault}) is shown
- * too, and a text default of an option without choices is shown as the user types it (16, not
- * "16", as the described ones), so every command writes its defaults one way.
+ * too, and a text default is shown as the user types it (16, not "16", as the described ones).
+ * An option with commander choices (which commander checks) is shown like the others, whose
+ * descriptions name their values ("tfjs backend: wasm or cpu (default: wasm)"), not in
+ * commander's `(choices: "wasm", "cpu", default: "wasm")`: every command writes its options
+ * one way.
  *
  * @example command.configureHelp(showDescribedDefaults())
  */
 export function showDescribedDefaults(): Partial<Help> {
-  // A copy with the default value and description commander's own wording needs.
+  // A copy with the default value and description commander's own wording needs, and no choices.
   const described = <T extends Option | Argument>(item: T): T => {
-    const text =
-      item.defaultValueDescription ??
-      (typeof item.defaultValue === "string" && item.argChoices === undefined ? item.defaultValue : undefined);
-    if (text === undefined) return item;
+    const text = item.defaultValueDescription ?? (typeof item.defaultValue === "string" ? item.defaultValue : undefined);
+    if (text === undefined && item.argChoices === undefined) return item;
     return Object.assign(Object.create(Object.getPrototypeOf(item) as object) as T, item, {
-      defaultValue: item.defaultValue ?? text,
-      defaultValueDescription: text,
+      argChoices: undefined,
+      ...(text === undefined ? {} : { defaultValue: item.defaultValue ?? text, defaultValueDescription: text }),
     });
   };
   return {

@@ -58,6 +58,25 @@ function writeOneLine(text: string, write: (s: string) => void): void {
   write(`attnlip: ${lines[0].replace(/^error: /, "")}${hint === undefined ? "" : ` ${hint}`}\n`);
 }
 
+/**
+ * `attnlip help NAME` for a NAME that is no command: commander prints the program's help and
+ * exits 0, so a typo looked like success; refused here with one line naming it (exit 2).
+ *
+ * @param args argv after the program name, e.g. ["help", "nosuch"].
+ * @throws CommanderError (code "commander.unknownCommand", exit code 2) after printing
+ *   `attnlip: help: unknown command 'nosuch' (commands: demo, sigma, ...)`.
+ */
+function checkHelpTopic(program: Command, args: readonly string[]): void {
+  const [first, topic] = args;
+  if (first !== "help" || topic === undefined || topic === "help" || topic.startsWith("-")) return;
+  const names = program.commands.map((c) => c.name());
+  if (program.commands.some((c) => c.name() === topic || c.aliases().includes(topic))) return;
+  program.error(`help: unknown command '${topic}' (commands: ${names.join(", ")})`, {
+    code: "commander.unknownCommand",
+    exitCode: 2,
+  });
+}
+
 /** Runs the CLI on argv and returns the exit code. */
 export async function runCli(argv: string[]): Promise<number> {
   const program = buildProgram();
@@ -66,6 +85,7 @@ export async function runCli(argv: string[]): Promise<number> {
     return 0;
   }
   try {
+    checkHelpTopic(program, argv.slice(2));
     await program.parseAsync(argv);
     return 0;
   } catch (error) {

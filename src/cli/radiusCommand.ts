@@ -2,7 +2,7 @@ import { Command, Option } from "commander";
 import { specForms } from "../data/sources/index.ts";
 import { InputError } from "../util/errors.ts";
 import {
-  describeNumberRule,
+  numberProblem,
   flagError,
   parseNumberFlag,
   readNumber,
@@ -49,14 +49,10 @@ const RULES = {
  * @example numberList("0.1,1,10", "--radii", { above: 0 }) // [0.1, 1, 10]
  */
 export function numberList(text: string, flag: string, rule: NumberRule): number[] {
-  const values = text.split(",").map((f) => readNumber(f, rule));
+  const fields = text.split(",");
+  const values = fields.map((f) => readNumber(f, rule));
   if (values.some((v) => v === null))
-    throw flagError(
-      "radius",
-      flag,
-      `must be a comma-separated list of ${describeNumberRule(rule, true)}`,
-      text,
-    );
+    throw flagError("radius", flag, numberProblem(fields, rule, true), text);
   return [...new Set(values as number[])].sort((a, b) => a - b);
 }
 
@@ -136,7 +132,9 @@ export function radiusCommand(): Command {
     )
     .option("--force", "replace an existing radius.json, radius.csv and radius.html")
     .addOption(
-      new Option("--backend <name>", "tfjs backend").choices(["wasm", "cpu"]).default("wasm"),
+      new Option("--backend <name>", "tfjs backend: wasm or cpu")
+        .choices(["wasm", "cpu"])
+        .default("wasm"),
     )
     .action(async (checkpoint: string | undefined, flags: RadiusFlags) => {
       if (checkpoint === undefined && !flags.randomInit)

@@ -29,7 +29,13 @@ export function reportCommand(): Command {
     .argument("[runB]", "a second run folder to compare with (e.g. baseline vs JaSMin)")
     .option("--out <file>", "the HTML file to write (required)")
     .addOption(optionWithDefault("--names <a,b>", "names shown for the runs", "the folder names"))
-    .option("--title <text>", "title of the report")
+    .addOption(
+      optionWithDefault(
+        "--title <text>",
+        "title of the report",
+        "attnlip report: A vs B, with the run names; for a study: attnlip study: JaSMin lambda against accuracy, robustness and Lipschitz constants",
+      ),
+    )
     .option("--force", "replace an existing --out file (without it, an existing one is refused)")
     .option(
       "--allow-mixed",

@@ -174,9 +174,9 @@ export function studyCommand(): Command {
     .addOption(optionWithDefault("--eps-l2 <list>", "l_2 radii", "images: 0,0.5,1,2; text: 0,0.05,0.1,0.25"))
     .addOption(optionWithDefault("--steps <n>", "attack steps per run", "20"))
     .addOption(optionWithDefault("--restarts <n>", "APGD restarts", "1"))
-    .option("--shard <k/n>", "run only every n-th run starting with the k-th (a job array sharing OUT)")
+    .addOption(optionWithDefault("--shard <k/n>", "run only every n-th run starting with the k-th (a job array sharing OUT)", "1/1: every run"))
     .addOption(optionWithDefault("--workers <int>", "worker threads of each run's training, analysis and attacks", "the number of cores"))
-    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", "wasm"))
+    .addOption(optionWithDefault("--backend <name>", "tfjs backend: wasm or cpu", "wasm"))
     .option("--aggregate", "only combine the finished runs of OUT into study.json and study.csv")
     .action(async (out: string | undefined, raw: RawStudyOptions) => {
       const parsed = StudyFlagsSchema.safeParse(raw);

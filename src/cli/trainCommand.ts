@@ -353,10 +353,13 @@ export function trainCommand(): Command {
         "0",
       ),
     )
-    .option("--out <dir>", "folder for checkpoints and metrics.jsonl (must not hold a checkpoint)")
-    .option("--limit <n>", "use the first n training examples")
-    .option("--test-limit <n>", "use the first n test examples")
-    .addOption(optionWithDefault("--backend <name>", "wasm or cpu", "wasm"))
+    .option(
+      "--out <dir>",
+      "folder for checkpoints and metrics.jsonl, which must not hold a checkpoint (required, except with --resume)",
+    )
+    .addOption(optionWithDefault("--limit <n>", "use the first n training examples", "all"))
+    .addOption(optionWithDefault("--test-limit <n>", "use the first n test examples", "all"))
+    .addOption(optionWithDefault("--backend <name>", "tfjs backend: wasm or cpu", "wasm"))
     .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
     .option(
       "--init <dir>",

@@ -12,7 +12,7 @@ import { InputError } from "./errors.ts";
 
 /** What a numeric flag accepts: always a finite decimal number, then these limits. */
 export interface NumberRule {
-  /** Whole numbers only. */
+  /** Whole numbers written in digits only ("1000", not "1e3" or "1000.0"). */
   integer?: boolean;
   /** Smallest value accepted (inclusive). */
   min?: number;
@@ -26,6 +26,14 @@ export interface NumberRule {
 
 /** A complete decimal number ("1e-3", "+2", ".5"; not "", "0x10", "NaN", "Infinity", "1e"). */
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * A whole number in digits ("16", "+2", "007"): what an integer flag takes. A count, seed or
+ * index written "1e3", "16.0" or "2." is refused, not read as 1000, 16 or 2: a decimal point or
+ * an exponent in a count is more likely a mistake (a value meant for another flag) than a way
+ * of writing it.
+ */
+const DIGITS = /^[+-]?\d+$/;
 
 /**
  * What a rule accepts, in words.
@@ -60,15 +68,37 @@ export function describeNumberRule(rule: NumberRule, plural = false): string {
 }
 
 /**
+ * What a refused value should have been: "must be WHAT" ({@link describeNumberRule}), and for
+ * an integer flag given a whole number in another notation that is otherwise in range ("1e3",
+ * "16.0"), ", written in digits (1e3 is 1000)", so the refusal says why.
+ *
+ * @param texts the values given (one, or a list's fields).
+ * @param plural as {@link describeNumberRule}'s (a list).
+ * @example numberProblem(["1e3"], { integer: true, min: 1, max: 10000 })
+ *   // "must be an integer from 1 to 10000, written in digits (1e3 is 1000)"
+ */
+export function numberProblem(texts: readonly string[], rule: NumberRule, plural = false): string {
+  const words = `must be ${plural ? "a comma-separated list of " : ""}${describeNumberRule(rule, plural)}`;
+  if (!rule.integer) return words;
+  const other = texts
+    .map((t) => t.trim())
+    .find(
+      (t) => !DIGITS.test(t) && Number.isSafeInteger(readNumber(t, { ...rule, integer: false })),
+    );
+  return other === undefined ? words : `${words}, written in digits (${other} is ${Number(other)})`;
+}
+
+/**
  * Reads a number typed on the command line and checks it against a rule.
  *
- * @returns the value, or null when the text is not a finite decimal number inside the rule.
+ * @returns the value, or null when the text is not a finite decimal number inside the rule (for
+ *   an integer rule: not a whole number written in digits, e.g. "1e3" or "16.0").
  * @example readNumber(" 16 ", { integer: true, min: 1 }) // 16
  */
 export function readNumber(text: string, rule: NumberRule): number | null {
   const trimmed = text.trim();
-  if (!DECIMAL.test(trimmed)) return null;
-  const value = Number(trimmed);
+  if (!(rule.integer ? DIGITS : DECIMAL).test(trimmed)) return null;
+  const value = Number(trimmed) || 0; // "-0" is 0
   if (!Number.isFinite(value)) return null;
   if (rule.integer && !Number.isSafeInteger(value)) return null;
   if (rule.min !== undefined && value < rule.min) return null;
@@ -100,6 +130,6 @@ export function flagError(who: string, flag: string, problem: string, given: unk
  */
 export function parseNumberFlag(text: string, flag: string, rule: NumberRule, who = ""): number {
   const value = readNumber(text, rule);
-  if (value === null) throw flagError(who, flag, `must be ${describeNumberRule(rule)}`, text);
+  if (value === null) throw flagError(who, flag, numberProblem([text], rule), text);
   return value;
 }
