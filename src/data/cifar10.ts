@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InputError } from "../util/errors.ts";
+import { counted } from "../util/format.ts";
 import { ContentHasher } from "./identity.ts";
 
 /**
@@ -72,8 +73,8 @@ function checkLength(bytes: Uint8Array, name: string): number {
     );
   if (bytes.length % CIFAR10_RECORD_BYTES !== 0)
     throw new Cifar10Error(
-      `${name}: ${bytes.length} bytes is not a multiple of the ${CIFAR10_RECORD_BYTES}-byte record (` +
-        `${Math.floor(bytes.length / CIFAR10_RECORD_BYTES)} records and ${bytes.length % CIFAR10_RECORD_BYTES} extra bytes; truncated?)`,
+      `${name}: ${counted(bytes.length, "byte")} is not a multiple of the ${CIFAR10_RECORD_BYTES}-byte record (` +
+        `${counted(Math.floor(bytes.length / CIFAR10_RECORD_BYTES), "record")} and ${counted(bytes.length % CIFAR10_RECORD_BYTES, "extra byte")}; truncated?)`,
     );
   return bytes.length / CIFAR10_RECORD_BYTES;
 }

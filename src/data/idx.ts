@@ -3,6 +3,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { InputError } from "../util/errors.ts";
+import { counted } from "../util/format.ts";
 import { ContentHasher } from "./identity.ts";
 
 /**
@@ -109,7 +110,7 @@ export function decodeIdx(bytes: Uint8Array, name: string): IdxTensor {
   if (bytes.length >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = gunzip(bytes, name);
   if (bytes.length < 4)
     throw new IdxError(
-      `${name}: truncated header: ${bytes.length} bytes, expected at least 4 (magic, type, number of dimensions)`,
+      `${name}: truncated header: ${counted(bytes.length, "byte")}, expected at least 4 (magic, type, number of dimensions)`,
     );
   if (bytes[0] !== 0 || bytes[1] !== 0)
     throw new IdxError(
@@ -134,7 +135,7 @@ export function decodeIdx(bytes: Uint8Array, name: string): IdxTensor {
   const actual = bytes.length - headerLength;
   if (expected !== BigInt(actual))
     throw new IdxError(
-      `${name}: dimensions [${shape.join(", ")}] of ${type.dtype} (${type.size} byte${type.size > 1 ? "s" : ""} each) need ${expected} data bytes, but the file has ${actual}`,
+      `${name}: dimensions [${shape.join(", ")}] of ${type.dtype} (${counted(type.size, "byte")} each) need ${counted(expected, "data byte")}, but the file has ${actual}`,
     );
   const count = actual / type.size;
   return {

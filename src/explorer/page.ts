@@ -2,7 +2,7 @@ import { attentionMapsSpec } from "../report/charts.ts";
 import { sigma } from "../softmax/sigma.ts";
 import { parseProbabilityRow } from "../softmax/parse.ts";
 import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
-import { formatNumber } from "../util/format.ts";
+import { counted, formatNumber } from "../util/format.ts";
 import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
 import type { Inspection } from "./compute.ts";
 import { textMapsSpec, textMarginSpec, textRowSigmaSpec } from "./charts.ts";
@@ -496,7 +496,7 @@ async function showText(
   const shown = $("tokens");
   shown.dataset.ids = JSON.stringify(ids); // what the model reads, for anyone checking the page
   shown.innerHTML =
-    `<p><small>${ids.length} token${ids.length === 1 ? "" : "s"} as the model reads them (${ids.length >= limit ? `the model reads at most ${limit}: a longer text is cut here` : `at most ${limit}`}; one text needs no padding); hover for position and id:</small><br>` +
+    `<p><small>${counted(ids.length, "token")} as the model reads them (${ids.length >= limit ? `the model reads at most ${limit}: a longer text is cut here` : `at most ${limit}`}; one text needs no padding); hover for position and id:</small><br>` +
     tokens
       .map((t, i) => `<code title="position ${i}, id ${ids[i]}">${escapeText(t)}</code>`)
       .join(" ") +

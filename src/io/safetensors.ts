@@ -1,4 +1,5 @@
 import { InputError } from "../util/errors.ts";
+import { counted } from "../util/format.ts";
 import { DuplicateKeyError, parseJsonStrict } from "./strictJson.ts";
 
 /**
@@ -320,7 +321,7 @@ function parseEntry(file: string, name: string, value: unknown, dataLength: numb
     throw new SafetensorsError(`${where}: data_offsets [${begin}, ${end}] has begin > end`);
   if (end > dataLength)
     throw new SafetensorsError(
-      `${where}: data_offsets [${begin}, ${end}] end past the data section (${dataLength} bytes; file truncated?)`,
+      `${where}: data_offsets [${begin}, ${end}] end past the data section (${counted(dataLength, "byte")}; file truncated?)`,
     );
   const span = end - begin;
   const bpe = BYTES_PER_ELEMENT[dt];
@@ -332,7 +333,9 @@ function parseEntry(file: string, name: string, value: unknown, dataLength: numb
       if (count > span) {
         // Only for the message: a float product (may be inexact or Infinity), never allocated.
         const need = (shape as number[]).reduce((a, b) => a * b, bpe);
-        const needText = Number.isSafeInteger(need) ? `${need} bytes` : "more than 2^53 bytes";
+        const needText = Number.isSafeInteger(need)
+          ? counted(need, "byte")
+          : "more than 2^53 bytes";
         throw new SafetensorsError(
           `${where}: shape ${formatShape(shape)} (${dt}) needs ${needText} but data_offsets [${begin}, ${end}] span ${span}`,
         );
@@ -340,7 +343,7 @@ function parseEntry(file: string, name: string, value: unknown, dataLength: numb
     }
   if (count * bpe !== span)
     throw new SafetensorsError(
-      `${where}: shape ${formatShape(shape)} (${dt}) needs ${count * bpe} bytes (${count} elements x ${bpe}) but data_offsets [${begin}, ${end}] span ${span}`,
+      `${where}: shape ${formatShape(shape)} (${dt}) needs ${counted(count * bpe, "byte")} (${counted(count, "element")} x ${bpe}) but data_offsets [${begin}, ${end}] span ${span}`,
     );
   return { name, dtype: dt, shape: [...(shape as number[])], count, begin, end };
 }
@@ -376,16 +379,16 @@ export function decodeSafetensors(
   const file = options.name ?? "safetensors";
   if (bytes.length < 8)
     throw new SafetensorsError(
-      `${file}: file is ${bytes.length} bytes, shorter than the 8-byte header length (truncated?)`,
+      `${file}: file is ${counted(bytes.length, "byte")}, shorter than the 8-byte header length (truncated?)`,
     );
   const headerLength = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
   if (headerLength > BigInt(MAX_HEADER_BYTES))
     throw new SafetensorsError(
-      `${file}: header length ${headerLength} bytes exceeds the ${MAX_HEADER_BYTES}-byte limit`,
+      `${file}: header length ${counted(headerLength, "byte")} exceeds the ${MAX_HEADER_BYTES}-byte limit`,
     );
   if (headerLength > BigInt(bytes.length - 8))
     throw new SafetensorsError(
-      `${file}: header length ${headerLength} bytes exceeds the ${bytes.length - 8} bytes after the length field (truncated?)`,
+      `${file}: header length ${counted(headerLength, "byte")} exceeds the ${counted(bytes.length - 8, "byte")} after the length field (truncated?)`,
     );
   const n = Number(headerLength);
   if (n < 2)
@@ -488,7 +491,7 @@ function checkTiling(
       dataLength,
       previous === undefined
         ? "the header lists no tensor"
-        : `after "${previous.name}", the last tensor (${dataLength - covered} bytes appended to the file?)`,
+        : `after "${previous.name}", the last tensor (${counted(dataLength - covered, "byte")} appended to the file?)`,
     );
 }
 

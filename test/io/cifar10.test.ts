@@ -67,7 +67,7 @@ test("a length that is not a multiple of 3073 is an error naming the file", () =
     (e: unknown) =>
       e instanceof Cifar10Error &&
       e instanceof InputError &&
-      /^data_batch_3\.bin: 6141 bytes is not a multiple of the 3073-byte record \(1 records and 3068 extra bytes/.test(
+      /^data_batch_3\.bin: 6141 bytes is not a multiple of the 3073-byte record \(1 record and 3068 extra bytes/.test(
         e.message,
       ),
   );

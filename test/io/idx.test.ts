@@ -111,7 +111,7 @@ test("zero dimensions are fine: a size-0 dimension and a rank-0 file", () => {
   const scalar = decodeIdx(idx(0x08, [], [42]), "scalar");
   assert.deepEqual(scalar.shape, []);
   assert.deepEqual([...scalar.data], [42]);
-  rejects(idx(0x08, []), /need 1 data bytes, but the file has 0/);
+  rejects(idx(0x08, []), /need 1 data byte, but the file has 0/);
 });
 
 test("huge dimensions are compared exactly, without allocating", () => {
