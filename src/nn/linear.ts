@@ -19,11 +19,14 @@ const affineBias = tf.customGrad(((
   save([x, w]);
   return {
     value: tf.add(tf.matMul(x, w), b),
-    gradFunc: (dy: tf.Tensor, [xs, ws]: tf.Tensor[]) => [
-      tf.matMul(dy, tf.transpose(ws)),
-      tf.matMul(tf.transpose(xs), dy),
-      tf.sum(dy, 0),
-    ],
+    // In a tidy: tfjs runs a custom gradient outside the per-input tidy of its backward pass,
+    // so the transposes (a copy of W and of X) stayed alive until the whole backward pass ended.
+    gradFunc: (dy: tf.Tensor, [xs, ws]: tf.Tensor[]) =>
+      tf.tidy(() => [
+        tf.matMul(dy, tf.transpose(ws)),
+        tf.matMul(tf.transpose(xs), dy),
+        tf.sum(dy, 0),
+      ]),
   };
 }) as unknown as Custom as Parameters<typeof tf.customGrad>[0]);
 
@@ -31,10 +34,8 @@ const affineNoBias = tf.customGrad(((x: tf.Tensor, w: tf.Tensor, save: tf.GradSa
   save([x, w]);
   return {
     value: tf.matMul(x, w),
-    gradFunc: (dy: tf.Tensor, [xs, ws]: tf.Tensor[]) => [
-      tf.matMul(dy, tf.transpose(ws)),
-      tf.matMul(tf.transpose(xs), dy),
-    ],
+    gradFunc: (dy: tf.Tensor, [xs, ws]: tf.Tensor[]) =>
+      tf.tidy(() => [tf.matMul(dy, tf.transpose(ws)), tf.matMul(tf.transpose(xs), dy)]),
   };
 }) as unknown as Custom as Parameters<typeof tf.customGrad>[0]);
 

@@ -1,4 +1,4 @@
-import { tf } from "../backend.ts";
+import { oneHotFloat, tf } from "../backend.ts";
 import { attentionProbabilities, type LayerTrace } from "../nn/trace.ts";
 import { sigmaQuadTensor, sigmaTensor, sigmaTop2Tensor } from "../softmax/tensor.ts";
 
@@ -61,10 +61,16 @@ export interface BatchTotals {
  * @throws RangeError when the mask does not hold examples * n values.
  * @example batchTotals(2, 3, new Float32Array([1, 1, 0, 0, 0, 0])) // { examples: 2, realExamples: 1, realRows: 2 }
  */
-export function batchTotals(examples: number, n: number, mask: ArrayLike<number> | null): BatchTotals {
+export function batchTotals(
+  examples: number,
+  n: number,
+  mask: ArrayLike<number> | null,
+): BatchTotals {
   if (mask === null) return { examples, realExamples: examples, realRows: examples * n };
   if (mask.length !== examples * n)
-    throw new RangeError(`batchTotals: mask: expected ${examples * n} values ([${examples}, ${n}]), got ${mask.length}`);
+    throw new RangeError(
+      `batchTotals: mask: expected ${examples * n} values ([${examples}, ${n}]), got ${mask.length}`,
+    );
   let realExamples = 0;
   let realRows = 0;
   for (let e = 0; e < examples; e++) {
@@ -76,6 +82,42 @@ export function batchTotals(examples: number, n: number, mask: ArrayLike<number>
   return { examples, realExamples, realRows };
 }
 
+type Custom = (...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+  value: tf.Tensor;
+  gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.Tensor[];
+};
+
+/**
+ * sigma_top2 = a (r + b) per row (a, b the two largest entries, r the sum of all but the
+ * largest) with a gradient of its own that saves only p: its value is sigmaTop2Tensor's (the
+ * same operations) and so is its gradient, dp = dy (r + b) on the largest entry, dy a on the
+ * others and 2 dy a on the second largest, which is what autodiff of sigmaTop2Tensor computes
+ * (each entry is one product plus zeros, so no order of additions can change it). Autodiff kept
+ * about 20 tensors of p's size [b, H, n, n] on the gradient tape per attention layer until the
+ * backward pass ended (16 MB per example and layer at BERT-base size, 128 tokens); here the
+ * backward pass recomputes the two largest entries from p in a tidy of its own.
+ */
+const sigmaTop2Saving = tf.customGrad(((p: tf.Tensor, save: tf.GradSaveFunc) => {
+  save([p]);
+  return {
+    value: sigmaTop2Tensor(p),
+    gradFunc: (dy: tf.Tensor, [ps]: tf.Tensor[]) =>
+      tf.tidy(() => {
+        const n = ps.shape[ps.rank - 1];
+        const first = oneHotFloat(tf.argMax(ps, -1), n);
+        const notFirst = tf.sub(1, first);
+        const rest = tf.mul(ps, notFirst);
+        const second = oneHotFloat(tf.argMax(rest, -1), n);
+        const a = tf.sum(tf.mul(ps, first), -1);
+        const r = tf.sum(rest, -1);
+        const b = tf.sum(tf.mul(rest, second), -1);
+        const dA = tf.expandDims(tf.mul(dy, tf.add(r, b)), -1); // d sigma / d a, times dy
+        const dR = tf.expandDims(tf.mul(dy, a), -1); // d sigma / d r = d sigma / d b, times dy
+        return [tf.add(tf.mul(dA, first), tf.mul(tf.add(dR, tf.mul(dR, second)), notFirst))];
+      }),
+  };
+}) as unknown as Custom as Parameters<typeof tf.customGrad>[0]);
+
 /**
  * s_i per attention row.
  *
@@ -86,7 +128,7 @@ export function batchTotals(examples: number, n: number, mask: ArrayLike<number>
 export function rowSigma(p: tf.Tensor, norm: JasminNorm = "top2"): tf.Tensor {
   switch (norm) {
     case "top2":
-      return sigmaTop2Tensor(p);
+      return sigmaTop2Saving(p);
     case "quad":
       return sigmaQuadTensor(p);
     case "exact":
@@ -149,29 +191,75 @@ export function jasminFromProbabilities(
   options: JasminOptions = {},
 ): tf.Tensor {
   const norm = options.norm ?? "top2";
+  const { b, n } = checkInputs(probs, mask, options);
+  return tf.tidy(() =>
+    reduceRowSigma(
+      probs.map((p) => rowSigma(p, norm)),
+      b,
+      n,
+      mask,
+      options,
+    ),
+  );
+}
+
+/**
+ * Checks the reduction, the probabilities' shapes and the mask's of {@link jasminFromProbabilities}.
+ *
+ * @returns the batch size b and tokens n.
+ * @throws RangeError as jasminFromProbabilities.
+ */
+function checkInputs(
+  probs: readonly tf.Tensor[],
+  mask: tf.Tensor | null,
+  options: JasminOptions,
+): { b: number; n: number } {
   const reduce = options.reduce ?? "max-log";
-  const eps = options.eps ?? 1e-6;
   if (!JASMIN_REDUCTIONS.includes(reduce))
-    throw new RangeError(`jasmin: unknown reduction "${String(reduce)}" (expected max-log, max or mean)`);
+    throw new RangeError(
+      `jasmin: unknown reduction "${String(reduce)}" (expected max-log, max or mean)`,
+    );
   if (probs.length === 0) throw new RangeError("jasmin: no attention layers selected");
   for (const p of probs)
     if (p.rank !== 4 || p.shape[2] !== p.shape[3])
-      throw new RangeError(`jasmin: attention probabilities must be [b, H, n, n], got [${p.shape.join(", ")}]`);
+      throw new RangeError(
+        `jasmin: attention probabilities must be [b, H, n, n], got [${p.shape.join(", ")}]`,
+      );
   const [b, , n] = probs[0].shape;
   if (mask !== null && (mask.rank !== 2 || mask.shape[0] !== b || mask.shape[1] !== n))
     throw new RangeError(`jasmin: mask must be [${b}, ${n}], got [${mask.shape.join(", ")}]`);
+  return { b, n };
+}
+
+/**
+ * R of {@link jasminFromProbabilities} from the per-row values s = rowSigma(p) of each layer,
+ * float32 [b, H, n] (the same operations on them, so the same value).
+ */
+function reduceRowSigma(
+  sigmas: readonly tf.Tensor[],
+  b: number,
+  n: number,
+  mask: tf.Tensor | null,
+  options: JasminOptions,
+): tf.Tensor {
+  const reduce = options.reduce ?? "max-log";
+  const eps = options.eps ?? 1e-6;
   const totals = options.totals;
   return tf.tidy(() => {
     const rowMask = mask === null ? null : tf.reshape(tf.cast(mask, "float32"), [b, 1, n]);
     // 1 for examples with at least one real row (the normal case).
     const exampleWeight =
-      mask === null ? null : tf.cast(tf.greater(tf.sum(tf.reshape(rowMask as tf.Tensor, [b, n]), 1), 0), "float32");
-    const perLayer = probs.map((p) => {
-      const s = rowSigma(p, norm); // [b, H, n]
-      const heads = p.shape[1] as number;
+      mask === null
+        ? null
+        : tf.cast(tf.greater(tf.sum(tf.reshape(rowMask as tf.Tensor, [b, n]), 1), 0), "float32");
+    const perLayer = sigmas.map((s) => {
+      const heads = s.shape[1] as number;
       if (reduce === "mean") {
         if (totals !== undefined) {
-          const total = rowMask === null ? tf.sum(s) : tf.sum(tf.where(realRows(s, rowMask), s, tf.zerosLike(s)));
+          const total =
+            rowMask === null
+              ? tf.sum(s)
+              : tf.sum(tf.where(realRows(s, rowMask), s, tf.zerosLike(s)));
           return tf.div(total, (rowMask === null ? totals.examples * n : totals.realRows) * heads);
         }
         if (rowMask === null) return tf.mean(s);
@@ -181,14 +269,21 @@ export function jasminFromProbabilities(
       let m = maxOverRows(s, rowMask); // [b, H]
       if (reduce === "max-log") m = tf.log(tf.maximum(m, eps));
       if (totals !== undefined) {
-        const sum = exampleWeight === null ? tf.sum(m) : tf.sum(tf.mul(tf.sum(m, 1), exampleWeight));
-        return tf.div(sum, Math.max(exampleWeight === null ? totals.examples : totals.realExamples, 1) * heads);
+        const sum =
+          exampleWeight === null ? tf.sum(m) : tf.sum(tf.mul(tf.sum(m, 1), exampleWeight));
+        return tf.div(
+          sum,
+          Math.max(exampleWeight === null ? totals.examples : totals.realExamples, 1) * heads,
+        );
       }
       if (exampleWeight === null) return tf.mean(m);
       const perExample = tf.sum(m, 1); // [b]
-      return tf.div(tf.sum(tf.mul(perExample, exampleWeight)), tf.mul(tf.maximum(tf.sum(exampleWeight), 1), heads));
+      return tf.div(
+        tf.sum(tf.mul(perExample, exampleWeight)),
+        tf.mul(tf.maximum(tf.sum(exampleWeight), 1), heads),
+      );
     });
-    return tf.div(tf.addN(perLayer), probs.length);
+    return tf.div(tf.addN(perLayer), sigmas.length);
   });
 }
 
@@ -197,12 +292,17 @@ export function jasminFromProbabilities(
  *
  * @throws RangeError naming the bad index when one is not an integer in [0, blocks).
  */
-export function selectLayers(blocks: number, layers: readonly number[] | null | undefined): number[] {
+export function selectLayers(
+  blocks: number,
+  layers: readonly number[] | null | undefined,
+): number[] {
   if (layers === null || layers === undefined) return Array.from({ length: blocks }, (_, i) => i);
   if (layers.length === 0) throw new RangeError("jasmin: the layer list is empty");
   for (const i of layers)
     if (!Number.isInteger(i) || i < 0 || i >= blocks)
-      throw new RangeError(`jasmin: layer ${i} does not exist (the model has blocks 0..${blocks - 1})`);
+      throw new RangeError(
+        `jasmin: layer ${i} does not exist (the model has blocks 0..${blocks - 1})`,
+      );
   return [...new Set(layers)].sort((x, y) => x - y);
 }
 
@@ -233,10 +333,51 @@ export function jasminPenalty(trace: LayerTrace, options: JasminOptions = {}): t
  *
  * @returns a float32 scalar (a metric: leave it out of the loss).
  */
-export function meanTraceSigma(trace: LayerTrace, norm: JasminNorm = "top2", totals?: BatchTotals): tf.Tensor {
-  return jasminFromProbabilities(
-    attentionProbabilities(trace),
-    trace.mask,
-    { norm, reduce: "mean", ...(totals === undefined ? {} : { totals }) },
-  );
+export function meanTraceSigma(
+  trace: LayerTrace,
+  norm: JasminNorm = "top2",
+  totals?: BatchTotals,
+): tf.Tensor {
+  return jasminFromProbabilities(attentionProbabilities(trace), trace.mask, {
+    norm,
+    reduce: "mean",
+    ...(totals === undefined ? {} : { totals }),
+  });
+}
+
+/**
+ * JaSMin R ({@link jasminPenalty}) and the mean sigma ({@link meanTraceSigma}) of a traced
+ * forward pass, with s_i computed once per attention layer and shared by both (the same values
+ * as the two functions; computing s twice kept twice its intermediate tensors on the gradient
+ * tape: at BERT-base size, 9 MB per example and layer).
+ *
+ * @param trace from model.forward(x, {trace: true}) (the caller still owns and disposes it).
+ * @param options as {@link jasminPenalty}; totals apply to both figures.
+ * @returns float32 scalars `penalty` (differentiable as jasminPenalty's) and `meanSigma`.
+ * @throws RangeError as jasminPenalty.
+ * @example const { penalty, meanSigma } = jasminWithMeanSigma(trace, { norm: "top2" });
+ */
+export function jasminWithMeanSigma(
+  trace: LayerTrace,
+  options: JasminOptions = {},
+): { penalty: tf.Tensor; meanSigma: tf.Tensor } {
+  const probabilities = attentionProbabilities(trace);
+  const layers = selectLayers(probabilities.length, options.layers);
+  const norm = options.norm ?? "top2";
+  const mask = trace.mask;
+  const { b, n } = checkInputs(probabilities, mask, options);
+  return tf.tidy(() => {
+    const sigmas = probabilities.map((p) => rowSigma(p, norm));
+    const totals = options.totals === undefined ? {} : { totals: options.totals };
+    return {
+      penalty: reduceRowSigma(
+        layers.map((i) => sigmas[i]),
+        b,
+        n,
+        mask,
+        options,
+      ),
+      meanSigma: reduceRowSigma(sigmas, b, n, mask, { norm, reduce: "mean", ...totals }),
+    };
+  });
 }
