@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { InputError } from "../util/errors.ts";
+import { counted } from "../util/format.ts";
 import { dataName, shortDigest } from "./identity.ts";
 
 /**
@@ -217,10 +218,18 @@ export function checkHeldOut(
 }
 
 /**
+ * The evaluated examples' digest as the line shows it: a digest of their indices in the split
+ * ({@link indexDigest}), not of their content, so it says so.
+ */
+function indicesDigest(digest: string): string {
+  return `digest of their indices: ${digest}`;
+}
+
+/**
  * One line saying which examples an evaluation used.
  *
  * @example describeSplit(split)
- *   // "held-out test split of mnist (the checkpoint's: seed 5, 4000 train / 2000 test, content and digests checked); evaluating the first 12 held out (sha256:0123456789abcdef)"
+ *   // "held-out test split of mnist (the checkpoint's: seed 5, 4000 train / 2000 test, content and digests checked); evaluating the first 12 held out (digest of their indices: sha256:0123456789abcdef)"
  */
 export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   const leftOut =
@@ -231,7 +240,7 @@ export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
     split.origin === "other-data" && split.inputsChecked === false
       ? "; the checkpoint records no training fingerprints, so a copy of its training inputs in this data is not recognised"
       : "";
-  const first = `evaluating the first ${split.evaluated} held out (${split.evaluatedDigest})${leftOut}${unchecked}`;
+  const first = `evaluating the first ${split.evaluated} held out (${indicesDigest(split.evaluatedDigest)})${leftOut}${unchecked}`;
   if (split.origin === "checkpoint") {
     const checked = split.digestsChecked
       ? split.contentChecked === true
@@ -248,8 +257,8 @@ export function describeSplit(split: Omit<EvaluationSplit, "indices">): string {
   if (split.origin === "other-data")
     return `test split of ${split.spec} (not the checkpoint's training data; split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
   if (split.origin === "imported" && split.order === "file")
-    return `the records of ${split.spec} in file order (imported model, not trained by attnlip: its training data is unknown, so these may include texts it was trained on; ${split.testCount} records); evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
+    return `the records of ${split.spec} in file order (imported model, not trained by attnlip: its training data is unknown, so these may include texts it was trained on; ${counted(split.testCount, "record")}); evaluating the first ${split.evaluated} (${indicesDigest(split.evaluatedDigest)})`;
   if (split.origin === "imported")
-    return `test split of ${split.spec} (imported model, not trained by attnlip: its training data is unknown, so these examples may include some it was trained on; split seed ${split.splitSeed}, ${split.testCount} test); evaluating the first ${split.evaluated} (${split.evaluatedDigest})`;
+    return `test split of ${split.spec} (imported model, not trained by attnlip: its training data is unknown, so these examples may include some it was trained on; split seed ${split.splitSeed}, ${split.testCount} test); evaluating the first ${split.evaluated} (${indicesDigest(split.evaluatedDigest)})`;
   return `test split of ${split.spec} (random-init model, split seed ${split.splitSeed}, ${split.testCount} test); ${first}`;
 }

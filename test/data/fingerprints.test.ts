@@ -122,7 +122,7 @@ test("a text checkpoint's training rows are left out of a re-sorted copy, a copy
     spawnSync(process.execPath, [bin, "analyze", out, "--data", data, "--n", "40", "--no-head-truth", "--no-block-truth", "--out", join(dir, "analysis"), "--force"], { encoding: "utf8" });
   const ok = cli(`csv:${join(dir, "re-sorted.csv")}`);
   assert.equal(ok.status, 0, ok.stderr);
-  assert.match(ok.stdout, /data: test split of csv:.*re-sorted\.csv \(not the checkpoint's training data.*\); evaluating the first \d+ held out \(sha256:[0-9a-f]{16}\); \d+ test examples of the split whose input equals a training input are left out before the first are chosen/);
+  assert.match(ok.stdout, /data: test split of csv:.*re-sorted\.csv \(not the checkpoint's training data.*\); evaluating the first \d+ held out \(digest of their indices: sha256:[0-9a-f]{16}\); \d+ test examples of the split whose input equals a training input are left out before the first are chosen/);
   const analysis = JSON.parse(readFileSync(join(dir, "analysis", "analysis.json"), "utf8"));
   assert.ok(analysis.split.leftOut > 0);
   const refused = cli(`csv:${trainOnly}`);
