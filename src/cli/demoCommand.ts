@@ -50,7 +50,7 @@ export function demoCommand(): Command {
     )
     .option("--quick", "a tiny version (tiny model, 256 examples, one epoch) that runs in well under a minute")
     .addOption(optionWithDefault("--out <dir>", "output folder", "runs/demo; --quick: runs/demo-quick; --task text: runs/demo-text, runs/demo-text-quick"))
-    .option("--force", "replace the demo's results (baseline/, jasmin/, report.html, summary.json) already in --out; without it they are kept, except an earlier demo's with the same settings in the default folder")
+    .option("--force", "replace the demo's results already in --out (baseline/ and jasmin/ are deleted whole, with anything kept inside them; report.html, summary.json and demo.json are replaced); without it they are kept, except an earlier demo's with the same settings in the default folder")
     .option("--seed <int>", "seed of data split, initialisation and attacks", "0")
     .addOption(optionWithDefault("--jasmin <lambda>", "JaSMin weight of the second model", "0.1; --quick: 0.5"))
     .addOption(new Option("--backend <name>", "tfjs backend: wasm or cpu").choices(["wasm", "cpu"]).default("wasm"))
