@@ -2,18 +2,29 @@ import { tf, useBackend, type BackendName } from "../backend.ts";
 import { batchTotals, type BatchTotals } from "../train/jasmin.ts";
 import type { ModelBatch } from "../train/kinds/registry.ts";
 import type { AdamW } from "../train/optimizer.ts";
-import { applyGradients, lossGradients, type JasminSettings, type StepMetrics } from "../train/step.ts";
+import {
+  applyGradients,
+  batchGradients,
+  type JasminSettings,
+  type StepMetrics,
+} from "../train/step.ts";
 import type { Stepper, StepperFactory, StepSettings } from "../train/stepper.ts";
 import { train, type TrainOptions, type TrainResult } from "../train/trainer.ts";
 import { checkWorkers } from "./workerCount.ts";
 import { WorkerPool } from "./pool.ts";
-import { loadSharedWeights, shareModel, workerModel, writeSharedWeights, type SharedModel } from "./sharedModel.ts";
+import {
+  loadSharedWeights,
+  shareModel,
+  workerModel,
+  writeSharedWeights,
+  type SharedModel,
+} from "./sharedModel.ts";
 import type { TaskSpec } from "./tasks.ts";
 import { contiguousSlices, sliceData, toTensor, type TensorData } from "./tensorData.ts";
 
 /**
  * Data-parallel training: each step's batch is cut into contiguous slices, one per worker;
- * each worker computes its slice's share of the loss (train/step.ts lossGradients with the
+ * each worker computes its slice's share of the loss (train/step.ts batchGradients with the
  * whole batch's counts, so the shares add up to the batch's loss) and writes the gradient into
  * its slot of a SharedArrayBuffer. This thread sums the slots in slot order (float32, so a run
  * repeated with the same --workers is bit-identical), clips and applies AdamW to its own model
@@ -61,17 +72,24 @@ export const TRAIN_STEP_TASK: TaskSpec<TrainStepPayload, number[]> = {
       const x = toTensor(task.x);
       const mask = task.mask === null ? null : toTensor(task.mask);
       const labels = tf.tensor1d(task.labels, "int32");
-      const { grads, figures } = lossGradients(model, x, labels, { jasmin: task.jasmin, mask, totals: task.totals });
+      // In micro-batches where the slice does not fit one pass (a BERT-base slice on wasm).
+      const { grads, figures } = batchGradients(model, x, labels, {
+        jasmin: task.jasmin,
+        mask,
+        totals: task.totals,
+      });
       let offset = 0;
       const size = grads.reduce((a, g) => a + g.size, 0);
       if (size !== task.parameters)
-        throw new Error(`trainStep: the worker's model has ${size} parameters, the run's ${task.parameters}`);
+        throw new Error(
+          `trainStep: the worker's model has ${size} parameters, the run's ${task.parameters}`,
+        );
       const slot = new Float32Array(task.gradients, task.slot * size * 4, size);
       for (const g of grads) {
         slot.set(g.dataSync() as Float32Array, offset);
         offset += g.size;
       }
-      return Array.from(figures.dataSync());
+      return figures;
     });
   },
 };
@@ -103,7 +121,11 @@ export const TRAIN_READY_TASK: TaskSpec<TrainReadyPayload, boolean> = {
     Atomics.add(counter, 0, 1);
     Atomics.notify(counter, 0);
     const deadline = Date.now() + 60_000;
-    for (let seen = Atomics.load(counter, 0); seen < task.parties && Date.now() < deadline; seen = Atomics.load(counter, 0))
+    for (
+      let seen = Atomics.load(counter, 0);
+      seen < task.parties && Date.now() < deadline;
+      seen = Atomics.load(counter, 0)
+    )
       Atomics.wait(counter, 0, seen, 1000);
     return Atomics.load(counter, 0) >= task.parties;
   },
@@ -139,7 +161,12 @@ export function workerStepper(options: { workers: number; backend?: BackendName 
     try {
       await Promise.all(
         Array.from({ length: workers }, () =>
-          pool.run<boolean>("trainReady", { model: shared, backend, barrier, parties: workers } satisfies TrainReadyPayload),
+          pool.run<boolean>("trainReady", {
+            model: shared,
+            backend,
+            barrier,
+            parties: workers,
+          } satisfies TrainReadyPayload),
         ),
       );
     } catch (e) {

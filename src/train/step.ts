@@ -167,49 +167,83 @@ export function trainStep(
   labels: tf.Tensor,
   settings: TrainStepSettings,
 ): StepMetrics {
+  return tf.tidy(() => {
+    const { grads, figures } = batchGradients(model, x, labels, settings);
+    return applyGradients(optimizer, grads, figures, settings);
+  });
+}
+
+/**
+ * The gradients and figures of a batch ({@link lossGradients}), in micro-batches of at most
+ * settings.microBatch examples whose gradients are added up (default {@link microBatchFor}'s
+ * estimate: the whole batch when it fits, which is then one lossGradients call, bit for bit).
+ * Each micro-batch takes its share of the loss through the batch's totals: settings.totals when
+ * the batch is itself a worker's slice of a larger one (src/parallel/trainTask.ts), else this
+ * batch's own. Call inside tf.tidy.
+ *
+ * @param x, labels, settings.mask as {@link trainStep}.
+ * @returns one gradient per model.variables() entry and the figures [5] of {@link lossGradients},
+ *   summed over the micro-batches.
+ * @throws RangeError when settings.microBatch is not an integer >= 1; as lossGradients.
+ * @example const { grads, figures } = tf.tidy(() => batchGradients(model, x, y, { jasmin, microBatch: 2 }));
+ */
+export function batchGradients(
+  model: Model,
+  x: tf.Tensor,
+  labels: tf.Tensor,
+  settings: {
+    jasmin: JasminSettings;
+    mask?: tf.Tensor | null;
+    totals?: BatchTotals;
+    microBatch?: number;
+  },
+): { grads: tf.Tensor[]; figures: number[] } {
   const b = x.shape[0];
   const micro = settings.microBatch ?? microBatchFor(model, x);
   if (!Number.isInteger(micro) || micro < 1)
     throw new RangeError(`trainStep: microBatch must be an integer >= 1, got ${micro}`);
-  if (micro >= b)
-    return tf.tidy(() => {
-      const { grads, figures } = lossGradients(model, x, labels, settings);
-      return applyGradients(optimizer, grads, figures.dataSync(), settings);
-    });
   const mask = settings.mask ?? null;
-  const totals = batchTotals(
-    b,
-    mask === null ? 0 : (mask.shape[1] as number),
-    mask === null ? null : mask.dataSync(),
-  );
+  if (micro >= b) {
+    const { grads, figures } = lossGradients(model, x, labels, {
+      jasmin: settings.jasmin,
+      mask,
+      totals: settings.totals,
+    });
+    return { grads, figures: Array.from(figures.dataSync()) };
+  }
+  const totals =
+    settings.totals ??
+    batchTotals(
+      b,
+      mask === null ? 0 : (mask.shape[1] as number),
+      mask === null ? null : mask.dataSync(),
+    );
   // ceil(b / micro) micro-batches of nearly equal sizes, none larger than micro.
   const parts = Math.ceil(b / micro);
   const size = Math.ceil(b / parts);
-  return tf.tidy(() => {
-    let sum: tf.Tensor[] | null = null;
-    const figures = [0, 0, 0, 0, 0];
-    for (let start = 0; start < b; start += size) {
-      const rows = Math.min(size, b - start);
-      const part = tf.tidy(() =>
-        lossGradients(model, tf.slice(x, start, rows), tf.slice(labels, start, rows), {
-          jasmin: settings.jasmin,
-          mask: mask === null ? null : tf.slice(mask, start, rows),
-          totals,
-        }),
-      );
-      part.figures.dataSync().forEach((v, i) => (figures[i] += v));
-      part.figures.dispose();
-      if (sum === null) sum = part.grads;
-      else
-        for (let i = 0; i < sum.length; i++) {
-          const added = tf.add(sum[i], part.grads[i]);
-          sum[i].dispose();
-          part.grads[i].dispose();
-          sum[i] = added;
-        }
-    }
-    return applyGradients(optimizer, sum!, figures, settings);
-  });
+  let sum: tf.Tensor[] | null = null;
+  const figures = [0, 0, 0, 0, 0];
+  for (let start = 0; start < b; start += size) {
+    const rows = Math.min(size, b - start);
+    const part = tf.tidy(() =>
+      lossGradients(model, tf.slice(x, start, rows), tf.slice(labels, start, rows), {
+        jasmin: settings.jasmin,
+        mask: mask === null ? null : tf.slice(mask, start, rows),
+        totals,
+      }),
+    );
+    part.figures.dataSync().forEach((v, i) => (figures[i] += v));
+    part.figures.dispose();
+    if (sum === null) sum = part.grads;
+    else
+      for (let i = 0; i < sum.length; i++) {
+        const added = tf.add(sum[i], part.grads[i]);
+        sum[i].dispose();
+        part.grads[i].dispose();
+        sum[i] = added;
+      }
+  }
+  return { grads: sum!, figures };
 }
 
 /**

@@ -4,6 +4,7 @@ import { tf, useBackend } from "../../src/backend.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { ModelConfigInput } from "../../src/nn/config.ts";
 import {
+  batchTotals,
   jasminPenalty,
   jasminWithMeanSigma,
   meanTraceSigma,
@@ -15,7 +16,12 @@ import {
   WASM_HEAP_BYTES,
 } from "../../src/train/memory.ts";
 import { AdamW, clipByGlobalNorm, clipFactor, globalGradNorm } from "../../src/train/optimizer.ts";
-import { lossGradients, trainStep, type JasminSettings } from "../../src/train/step.ts";
+import {
+  batchGradients,
+  lossGradients,
+  trainStep,
+  type JasminSettings,
+} from "../../src/train/step.ts";
 import { sigmaTop2Tensor } from "../../src/softmax/tensor.ts";
 
 await useBackend("wasm");
@@ -322,4 +328,42 @@ test("microBatchForMemory and trainingBytesPerExample refuse bad sizes, naming t
     () => trainingBytesPerExample({ ...BERT_BASE, heads: 0 }, 128),
     /heads must be a positive integer, got 0/,
   );
+});
+
+test("batchGradients of a worker's slice (the whole batch's totals) in micro-batches of 2 equals its one-pass lossGradients", () => {
+  const model = createModel(TEXT, 5);
+  const { x, mask, y } = textBatch();
+  // The slice of rows 1..4 of the batch, with the totals of all 6 rows (as src/parallel/trainTask.ts passes them).
+  const totals = batchTotals(6, 6, mask.dataSync());
+  const [xs, ms, ys] = [tf.slice(x, 1, 4), tf.slice(mask, 1, 4), tf.slice(y, 1, 4)];
+  const one = tf.tidy(() => {
+    const r = lossGradients(model, xs, ys, { jasmin: JASMIN, mask: ms, totals });
+    return { grads: r.grads.map((g) => g.dataSync()), figures: Array.from(r.figures.dataSync()) };
+  });
+  const micro = tf.tidy(() => {
+    const r = batchGradients(model, xs, ys, { jasmin: JASMIN, mask: ms, totals, microBatch: 2 });
+    return { grads: r.grads.map((g) => g.dataSync()), figures: r.figures };
+  });
+  one.figures.forEach((f, i) =>
+    assert.ok(
+      Math.abs(micro.figures[i] - f) <= 1e-6 * Math.max(1, Math.abs(f)),
+      `figure ${i}: ${micro.figures[i]} vs ${f}`,
+    ),
+  );
+  for (let v = 0; v < one.grads.length; v++) {
+    let top = 0;
+    let diff = 0;
+    for (let i = 0; i < one.grads[v].length; i++) {
+      top = Math.max(top, Math.abs(one.grads[v][i]));
+      diff = Math.max(diff, Math.abs(one.grads[v][i] - micro.grads[v][i]));
+    }
+    assert.ok(diff <= 1e-5 * top + 1e-9, `gradient ${v}: differs by ${diff} of ${top}`);
+  }
+  // Without a micro-batch setting a small model's slice is one pass, bit for bit.
+  const whole = tf.tidy(
+    () => batchGradients(model, xs, ys, { jasmin: JASMIN, mask: ms, totals }).figures,
+  );
+  assert.deepEqual(whole, one.figures);
+  tf.dispose([x, mask, y, xs, ms, ys]);
+  model.dispose();
 });
