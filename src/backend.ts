@@ -35,6 +35,78 @@ function sharedIdentity({
 
 shareWasmIdentity();
 
+/**
+ * What every tfjs computation says before {@link useBackend} has picked a backend. Without it,
+ * tfjs picks the highest-priority backend it knows by itself: wasm, which starts asynchronously,
+ * so the first tensor threw "The highest priority backend 'wasm' has not yet been initialized"
+ * and, in Node, the wasm module's own exception handler dumped a screen of its minified source.
+ */
+export const NO_BACKEND_MESSAGE =
+  'attnlip: no tfjs backend selected: call `await useBackend()` (from "attnlip": "wasm" [default] or "cpu"; "webgl" or "webgpu" in a browser) once, before making any tensor';
+
+/** The placeholder's name: tf.getBackend() before {@link useBackend}. */
+const UNSELECTED = "attnlip-unselected";
+
+/**
+ * A placeholder backend, registered above every real one, so that tfjs picks it when nothing
+ * was selected: it stores nothing, and writing a tensor or running a kernel on it throws
+ * {@link NO_BACKEND_MESSAGE} (an Error of one line). useBackend replaces it; memory() and the
+ * bookkeeping calls answer as for an empty backend, so tf.memory() works before useBackend.
+ */
+class UnselectedBackend extends tf.KernelBackend {
+  override write(): never {
+    throw new Error(NO_BACKEND_MESSAGE);
+  }
+  override move(): never {
+    throw new Error(NO_BACKEND_MESSAGE);
+  }
+  override read(): never {
+    throw new Error(NO_BACKEND_MESSAGE);
+  }
+  override readSync(): never {
+    throw new Error(NO_BACKEND_MESSAGE);
+  }
+  override numDataIds(): number {
+    return 0;
+  }
+  override memory(): { unreliable: boolean } {
+    return { unreliable: false };
+  }
+  override refCount(): number {
+    return 0;
+  }
+  override incRef(): void {}
+  override disposeData(): boolean {
+    return true;
+  }
+  override timerAvailable(): boolean {
+    return false;
+  }
+  override floatPrecision(): 32 {
+    return 32;
+  }
+  override epsilon(): number {
+    return 1e-7;
+  }
+  override dispose(): void {}
+}
+
+/** Registers the placeholder once, and every kernel tfjs knows on it as one that throws. */
+function registerUnselected(): void {
+  if (tf.findBackendFactory(UNSELECTED) !== null) return;
+  tf.registerBackend(UNSELECTED, () => new UnselectedBackend(), Number.MAX_SAFE_INTEGER);
+  const refuse = (): never => {
+    throw new Error(NO_BACKEND_MESSAGE);
+  };
+  const names = new Set(
+    ["cpu", "wasm"].flatMap((backend) => tf.getKernelsForBackend(backend).map((k) => k.kernelName)),
+  );
+  for (const kernelName of names)
+    tf.registerKernel({ kernelName, backendName: UNSELECTED, kernelFunc: refuse });
+}
+
+registerUnselected();
+
 /** tfjs backends attnlip runs on in Node (the CLI's --backend): wasm (default, XNNPACK + SIMD) and cpu (pure JS). */
 export type BackendName = "wasm" | "cpu";
 
@@ -49,7 +121,8 @@ export type AnyBackendName = BackendName | "webgl" | "webgpu";
 const ALL_BACKENDS: readonly AnyBackendName[] = [...BACKENDS, "webgl", "webgpu"];
 
 /**
- * Selects and initialises a tfjs backend. Safe to call more than once. Tensors made on another
+ * Selects and initialises a tfjs backend: call it once before any tensor is made (before it,
+ * every tfjs computation throws {@link NO_BACKEND_MESSAGE}). Safe to call more than once. Tensors made on another
  * backend move on first use (tfjs moves their data).
  *
  * @param name "wasm" [default] or "cpu" anywhere; "webgl" or "webgpu" in a browser once their

@@ -73,3 +73,10 @@ test("README's example lines call the evaluated examples' digest a digest of the
   assert.ok(lines.length >= 2, `${lines.length} lines`);
   for (const inside of lines) assert.match(inside, /^digest of their indices: sha256:/);
 });
+
+test("README's library section says useBackend comes first, with the line the library throws without it", async () => {
+  const { NO_BACKEND_MESSAGE } = await import("../../src/backend.ts");
+  const start = NO_BACKEND_MESSAGE.slice(0, NO_BACKEND_MESSAGE.indexOf("` (") + 1);
+  assert.ok(text.includes(`\`\`${start} ...\`\``), start);
+  assert.match(text, /`useBackend` comes first: attnlip never picks a tfjs backend by itself/);
+});
