@@ -1,7 +1,7 @@
 import { batchCount, SeededRng, shuffledOrder } from "../data/dataset.ts";
 import { InputError } from "../util/errors.ts";
 import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
-import { evaluateBatches } from "./evaluate.ts";
+import { evaluateBatchesYielding } from "./evaluate.ts";
 import type { ProgressReporter } from "./progress.ts";
 import { learningRateAt } from "./schedule.ts";
 import type { TrainingRun } from "./setup.ts";
@@ -86,7 +86,10 @@ export async function trainEpoch(
   // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
   const rateUnit = kind.rateUnit;
   for (const plain of kind.batches(dataset.train, order, state.batchSize)) {
-    const batch = state.augment !== undefined && kind.augment !== undefined ? kind.augment(plain, state.augment, rng, dataset) : plain;
+    const batch =
+      state.augment !== undefined && kind.augment !== undefined
+        ? kind.augment(plain, state.augment, rng, dataset)
+        : plain;
     lr = learningRateAt(state.step, state.optimizer);
     const t0 = performance.now();
     const m = await output.stepper.step(batch, { lr, clip: state.optimizer.clip, jasmin });
@@ -144,7 +147,11 @@ export async function trainEpoch(
   const test =
     dataset.test.count === 0
       ? null
-      : evaluateBatches(model, kind.batches(dataset.test, null, evalOptions.batchSize ?? 250), "evaluate");
+      : await evaluateBatchesYielding(
+          model,
+          kind.batches(dataset.test, null, evalOptions.batchSize ?? 250),
+          "evaluate",
+        );
   // Finite training steps can still leave weights whose test logits overflow (a huge
   // learning rate): stop before saving them, keeping the previous epoch's checkpoint.
   if (test !== null && !Number.isFinite(test.crossEntropy))

@@ -27,24 +27,54 @@ export interface Evaluation {
  * @throws RangeError from the model on malformed inputs.
  * @example evaluateBatches(model, TEXT_TRAINING.batches(data.test, null, 250), "me").accuracy
  */
-export function evaluateBatches(model: Model, batches: Iterable<ModelBatch>, who = "evaluate"): Evaluation {
-  let n = 0;
-  let correct = 0;
-  let ceSum = 0;
+export function evaluateBatches(
+  model: Model,
+  batches: Iterable<ModelBatch>,
+  who = "evaluate",
+): Evaluation {
+  const sums = { n: 0, correct: 0, ce: 0 };
+  for (const batch of batches) addBatch(sums, model, batch, who);
+  return { accuracy: sums.correct / sums.n, crossEntropy: sums.ce / sums.n, count: sums.n };
+}
+
+/**
+ * {@link evaluateBatches} with a macrotask turn before each batch, for the evaluation at the end
+ * of a training epoch: a signal handler (Ctrl-C) runs between batches instead of after the whole
+ * test split (5-9 s on the demo's vit-tiny). The same figures, bit for bit.
+ *
+ * @example const test = await evaluateBatchesYielding(model, kind.batches(split, null, 250), "evaluate");
+ */
+export async function evaluateBatchesYielding(
+  model: Model,
+  batches: Iterable<ModelBatch>,
+  who = "evaluate",
+): Promise<Evaluation> {
+  const sums = { n: 0, correct: 0, ce: 0 };
   for (const batch of batches) {
-    const [c, ce] = tf.tidy(() => {
-      const { x, mask } = batch.inputs();
-      const labels = tf.tensor1d(batch.labels, "int32");
-      const { logits } = model.forward(x, mask === undefined ? {} : { mask });
-      const ceTotal = crossEntropy(logits, labels, "sum", who);
-      const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
-      return tf.stack([right, ceTotal]).dataSync();
-    });
-    n += batch.size;
-    correct += c;
-    ceSum += ce;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    addBatch(sums, model, batch, who);
   }
-  return { accuracy: correct / n, crossEntropy: ceSum / n, count: n };
+  return { accuracy: sums.correct / sums.n, crossEntropy: sums.ce / sums.n, count: sums.n };
+}
+
+/** Adds one batch's example count, correct predictions and summed cross-entropy to `sums`. */
+function addBatch(
+  sums: { n: number; correct: number; ce: number },
+  model: Model,
+  batch: ModelBatch,
+  who: string,
+): void {
+  const [c, ce] = tf.tidy(() => {
+    const { x, mask } = batch.inputs();
+    const labels = tf.tensor1d(batch.labels, "int32");
+    const { logits } = model.forward(x, mask === undefined ? {} : { mask });
+    const ceTotal = crossEntropy(logits, labels, "sum", who);
+    const right = tf.sum(tf.cast(tf.equal(tf.argMax(logits, 1), labels), "float32"));
+    return tf.stack([right, ceTotal]).dataSync();
+  });
+  sums.n += batch.size;
+  sums.correct += c;
+  sums.ce += ce;
 }
 
 /** The first `limit` positions of a split (all when undefined). */
@@ -67,7 +97,11 @@ export function evaluate(
   options: { batchSize?: number; limit?: number } = {},
 ): Evaluation {
   const order = firstPositions(split.count, options.limit);
-  return evaluateBatches(model, IMAGE_TRAINING.batches(split, order, options.batchSize ?? 250), "evaluate");
+  return evaluateBatches(
+    model,
+    IMAGE_TRAINING.batches(split, order, options.batchSize ?? 250),
+    "evaluate",
+  );
 }
 
 /**

@@ -77,10 +77,20 @@ export function createProgress(mode: ProgressMode, write: (line: string) => void
   };
 }
 
+/**
+ * What the bar turned off on the terminal (the cursor, line wrapping), turned back on when the
+ * process exits while a bar is running (Ctrl-C exits from its handler: the bar's own stop never
+ * runs, and the user's shell was left with a hidden cursor and no line wrapping).
+ */
+function restoreTerminal(): void {
+  process.stdout.write("\u001b[?25h\u001b[?7h");
+}
+
 function barReporter(write: (line: string) => void): ProgressReporter {
   let bar: cliProgress.SingleBar | null = null;
   return {
     startEpoch(epoch, epochs, steps) {
+      process.once("exit", restoreTerminal);
       bar = new cliProgress.SingleBar(
         {
           format:
@@ -103,6 +113,7 @@ function barReporter(write: (line: string) => void): ProgressReporter {
     endEpoch() {
       bar?.stop();
       bar = null;
+      process.off("exit", restoreTerminal);
     },
     log(line) {
       write(line);
