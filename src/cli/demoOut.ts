@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
@@ -124,6 +124,7 @@ export interface PrepareDemoOutOptions {
  */
 export async function prepareDemoOut(options: PrepareDemoOutOptions): Promise<string | null> {
   const { out, identity, force, ownFolder } = options;
+  refuseOddOutputs(out);
   const present = DEMO_OUTPUTS.filter((name) => existsSync(join(out, name)));
   let line: string | null = null;
   if (present.length > 0) {
@@ -151,4 +152,32 @@ export async function prepareDemoOut(options: PrepareDemoOutOptions): Promise<st
   }
   await writeJsonAtomically(join(out, "demo.json"), { written_by: "attnlip demo", ...identity });
   return line;
+}
+
+/**
+ * Refuses, before anything is removed, a path of the demo's outputs that holds something of
+ * another kind: a file or a symbolic link where the demo writes a folder (baseline/, jasmin/),
+ * a folder or a link where it writes a file. --force replaced the demo's own earlier outputs;
+ * these are not, and removing them half-way (then failing on mkdir) lost the rest.
+ *
+ * @throws InputError naming --out, the path and what is there.
+ */
+function refuseOddOutputs(out: string): void {
+  for (const name of DEMO_OUTPUTS) {
+    const folder = name.endsWith("/");
+    const path = join(out, folder ? name.slice(0, -1) : name);
+    let kind: string;
+    try {
+      const st = lstatSync(path);
+      if (st.isSymbolicLink()) kind = "a symbolic link";
+      else if (folder && !st.isDirectory()) kind = "a file";
+      else if (!folder && st.isDirectory()) kind = "a folder";
+      else continue;
+    } catch {
+      continue; // nothing there
+    }
+    throw new InputError(
+      `demo: --out ${out}: ${path} is ${kind}, where the demo writes its ${folder ? "folder" : "file"} ${name}; move it away or give another --out (nothing was changed)`,
+    );
+  }
 }

@@ -4,7 +4,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defaultDemoOut, prepareDemoOut, type DemoIdentity } from "../../src/cli/demoOut.ts";
@@ -161,4 +168,51 @@ test("demo --quick has its own default folder: it never replaces the full demo's
     /^attnlip: demo: runs\/demo-quick already holds baseline\/, jasmin\/, report\.html, demo\.json \(an earlier demo with other settings: [^\n]*\); give --force to replace them, or --out DIR to write elsewhere$/,
   );
   assert.ok(existsSync(join(cwd, "runs", "demo-quick", "baseline", "stale.txt")));
+});
+
+test("--force refuses, before removing anything, a file or a symbolic link where the demo writes a folder, and a folder where it writes a file", async () => {
+  const cases: [string, (dir: string) => void, RegExp][] = [
+    [
+      "baseline is a file",
+      (dir) => writeFileSync(join(dir, "baseline"), "mine"),
+      /baseline is a file, where the demo writes its folder baseline\//,
+    ],
+    [
+      "baseline is a link to a folder",
+      (dir) => {
+        mkdirSync(join(dir, "elsewhere"));
+        writeFileSync(join(dir, "elsewhere", "keep.txt"), "keep");
+        symlinkSync(join(dir, "elsewhere"), join(dir, "baseline"));
+      },
+      /baseline is a symbolic link/,
+    ],
+    [
+      "report.html is a folder",
+      (dir) => mkdirSync(join(dir, "report.html")),
+      /report\.html is a folder, where the demo writes its file report\.html/,
+    ],
+  ];
+  for (const [what, make, message] of cases) {
+    const dir = mkdtempSync(join(tmpdir(), "attnlip-demo-odd-"));
+    mkdirSync(join(dir, "jasmin"));
+    writeFileSync(join(dir, "jasmin", "config.json"), "{}");
+    writeFileSync(join(dir, "summary.json"), "{}");
+    make(dir);
+    await assert.rejects(
+      prepareDemoOut({ out: dir, identity: QUICK, force: true, ownFolder: false }),
+      (e: Error) =>
+        e instanceof InputError &&
+        /^demo: --out /.test(e.message) &&
+        message.test(e.message) &&
+        /nothing was changed/.test(e.message),
+      what,
+    );
+    // Nothing was removed.
+    assert.ok(
+      existsSync(join(dir, "jasmin", "config.json")) && existsSync(join(dir, "summary.json")),
+      `${what}: the demo's other outputs were removed`,
+    );
+    if (what.includes("link"))
+      assert.ok(existsSync(join(dir, "elsewhere", "keep.txt")), "the link's target was touched");
+  }
 });
