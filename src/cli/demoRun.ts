@@ -15,6 +15,7 @@ import type { DemoSettings } from "./demoSettings.ts";
 import { fileURLToPath } from "node:url";
 import { committedStudyLines, readCommittedStudy } from "../study/committed.ts";
 import { prepareDemoOut } from "./demoOut.ts";
+import { duration } from "../util/stageProgress.ts";
 
 /** Options of {@link runDemo}. */
 export interface DemoOptions {
@@ -178,7 +179,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   const nearChance = nearChanceNote(summaries, classes);
   if (nearChance !== null) console.log(nearChance);
   if (committed !== null) console.log(`\n${committed.heading}\n${committed.lines.map((l) => `  - ${l}`).join("\n")}`);
-  console.log(`demo finished in ${(seconds / 60).toFixed(1)} min; report: ${reportPath}`);
+  console.log(`demo finished in ${duration(seconds)}; report: ${reportPath}`);
   return summaries;
 }
 
