@@ -214,8 +214,8 @@ export function logitRowProblem(
  * (a masked class), NaN, +Infinity and an all -Infinity row are not.
  *
  * @param logits row-major values; @param classes C >= 1; @param rows rows to check [all].
- * @throws InputError naming the first bad row, e.g. "model: its logits are not a class
- *   distribution: row 2 of 4 holds NaN; ...".
+ * @throws InputError naming the first bad row, counted from 1, e.g. "model: its logits are not
+ *   a class distribution: input 3 of 4 holds NaN; ...".
  * @example checkLogitRows([0, -Infinity, 1, 2], 2) // passes: row 0 rules class 1 out
  */
 export function checkLogitRows(
@@ -227,9 +227,13 @@ export function checkLogitRows(
     const problem = logitRowProblem(logits, classes, i);
     if (problem !== null)
       throw new InputError(
-        `model: its logits are not a class distribution: row ${i} of ${rows} ${problem}; ` +
-          "the weights are broken or overflow (a diverged training run?), or the inputs hold NaN " +
-          "(-Infinity alone is allowed: a class the model rules out)",
+        // Inputs counted from 1, as analyze counts them.
+        `model: its logits are not a class distribution: input ${i + 1} of ${rows} ${problem}; ` +
+          (problem === "is -Infinity for every class"
+            ? "the model rules out every class for it, so none can be predicted " +
+              "(-Infinity alone is allowed for some classes, not for all)"
+            : "the weights are broken or overflow (a diverged training run?), or the inputs hold NaN " +
+              "(-Infinity alone is allowed: a class the model rules out)"),
       );
   }
 }
