@@ -161,19 +161,41 @@ export function gramRows(
 }
 
 /**
- * T T^T for row-major T [rows, cols]: each entry a dot product summed over k in order (the
- * same rounding as a plain loop), two rows against two rows at a time, so each loaded entry
- * serves two products: about 2x a plain loop on a 768 x 3072 weight matrix (the Gram matrices
- * of weight spectral norms were most of a BERT-base analysis; docs/performance.md).
+ * T T^T for row-major T [rows, cols] ({@link rowDots} on the upper triangle, mirrored): about
+ * 2x a plain loop on a 768 x 3072 weight matrix (the Gram matrices of weight spectral norms were
+ * most of a BERT-base analysis; docs/performance.md).
  */
 function rowGram(t: ArrayLike<number>, rows: number, cols: number): Float64Array {
-  const g = new Float64Array(rows * rows);
+  const g = rowDots(t, rows, t, rows, cols, true);
+  // The upper triangle mirrored down.
+  for (let a = 0; a < rows; a++)
+    for (let b = a + 1; b < rows; b++) g[b * rows + a] = g[a * rows + b];
+  return g;
+}
+
+/**
+ * A B^T for row-major A [ra, cols], B [rb, cols]: [ra, rb], each entry a dot product summed
+ * over k in order (the same rounding as a plain loop), two rows of A against two rows of B at a
+ * time, so each loaded entry serves two products. With `upper` (A = B, a Gram matrix) only the
+ * entries j >= i are computed (the rest stay 0).
+ *
+ * @example rowDots([1, 2], 1, [3, 4, 5, 6], 2, 2) // [11, 17]
+ */
+export function rowDots(
+  a: ArrayLike<number>,
+  ra: number,
+  b: ArrayLike<number>,
+  rb: number,
+  cols: number,
+  upper = false,
+): Float64Array {
+  const g = new Float64Array(ra * rb);
   let i = 0;
-  for (; i + 1 < rows; i += 2) {
+  for (; i + 1 < ra; i += 2) {
     const oi = i * cols;
     const oi1 = oi + cols;
-    let j = i;
-    for (; j + 1 < rows; j += 2) {
+    let j = upper ? i : 0;
+    for (; j + 1 < rb; j += 2) {
       const oj = j * cols;
       const oj1 = oj + cols;
       let s00 = 0;
@@ -181,42 +203,39 @@ function rowGram(t: ArrayLike<number>, rows: number, cols: number): Float64Array
       let s10 = 0;
       let s11 = 0;
       for (let k = 0; k < cols; k++) {
-        const a0 = t[oi + k];
-        const a1 = t[oi1 + k];
-        const b0 = t[oj + k];
-        const b1 = t[oj1 + k];
+        const a0 = a[oi + k];
+        const a1 = a[oi1 + k];
+        const b0 = b[oj + k];
+        const b1 = b[oj1 + k];
         s00 += a0 * b0;
         s01 += a0 * b1;
         s10 += a1 * b0;
         s11 += a1 * b1;
       }
-      g[i * rows + j] = s00;
-      g[i * rows + j + 1] = s01;
-      g[(i + 1) * rows + j] = s10;
-      g[(i + 1) * rows + j + 1] = s11;
+      g[i * rb + j] = s00;
+      g[i * rb + j + 1] = s01;
+      g[(i + 1) * rb + j] = s10;
+      g[(i + 1) * rb + j + 1] = s11;
     }
-    for (; j < rows; j++) {
+    for (; j < rb; j++) {
       const oj = j * cols;
       let s0 = 0;
       let s1 = 0;
       for (let k = 0; k < cols; k++) {
-        const b = t[oj + k];
-        s0 += t[oi + k] * b;
-        s1 += t[oi1 + k] * b;
+        const bk = b[oj + k];
+        s0 += a[oi + k] * bk;
+        s1 += a[oi1 + k] * bk;
       }
-      g[i * rows + j] = s0;
-      g[(i + 1) * rows + j] = s1;
+      g[i * rb + j] = s0;
+      g[(i + 1) * rb + j] = s1;
     }
   }
-  for (; i < rows; i++)
-    for (let j = i; j < rows; j++) {
+  for (; i < ra; i++)
+    for (let j = upper ? i : 0; j < rb; j++) {
       let s = 0;
-      for (let k = 0; k < cols; k++) s += t[i * cols + k] * t[j * cols + k];
-      g[i * rows + j] = s;
+      for (let k = 0; k < cols; k++) s += a[i * cols + k] * b[j * cols + k];
+      g[i * rb + j] = s;
     }
-  // The upper triangle (and the 2 x 2 blocks' lower entries on the diagonal) mirrored down.
-  for (let a = 0; a < rows; a++)
-    for (let b = a + 1; b < rows; b++) g[b * rows + a] = g[a * rows + b];
   return g;
 }
 
@@ -378,7 +397,8 @@ export function symMaxEigenvalue(a: ArrayLike<number>, m: number): number {
   const e0 = exponentOf(top);
   const e = Math.abs(e0) <= 400 ? 0 : e0;
   if (e !== 0) for (let i = 0; i < m * m; i++) w[i] = times2(w[i], -e);
-  const certified = m >= CERTIFY_FROM ? lanczosCertified(w, m) : null;
+  const certified =
+    m >= CERTIFY_FROM ? lanczosCertified(w, m, e === 0 ? top : times2(top, -e)) : null;
   if (certified !== null) return e === 0 ? certified : times2(certified, e);
   const diag = new Float64Array(m);
   const off = new Float64Array(m); // off[i] couples i and i + 1
@@ -411,10 +431,11 @@ const CERTIFY_FROM = 256;
  * Gram matrices; where lambda_max is far below the entries, 6e-13 of max|a_ij|). Cholesky costs m^3 / 6 multiply-adds against the reduction's 4 m^3 / 3, Lanczos m^2
  * per step.
  *
+ * @param top max |a_ij| of the lower triangle in w.
  * @returns the certified bound, or null when the certificate fails (Lanczos not converged to
  *   2e-10, or its start nearly orthogonal to the top eigenvector): the caller then reduces.
  */
-function lanczosCertified(w: Float64Array, m: number): number | null {
+function lanczosCertified(w: Float64Array, m: number, top: number): number | null {
   const steps = Math.min(m, 240);
   const basis = new Float64Array(steps * m);
   const alpha = new Float64Array(steps);
@@ -480,9 +501,6 @@ function lanczosCertified(w: Float64Array, m: number): number | null {
   }
   const theta = tridiagMaxEigenvalue(alpha, beta, k);
   if (!Number.isFinite(theta)) return null;
-  let top = 0;
-  for (let i = 0; i < m; i++)
-    for (let j = 0; j <= i; j++) top = Math.max(top, Math.abs(w[i * m + j]));
   const t = theta + 2e-10 * Math.abs(theta) + 1e-13 * top;
   // Cholesky of B = t I - A (lower triangle), rows in place of a scratch copy.
   const r = new Float64Array(m * m);

@@ -69,12 +69,13 @@ export function preRowwise(
       const bq = lnRowParts(w.wq, ln.gamma, ln.z, d);
       const bk = lnRowParts(w.wk, ln.gamma, ln.z, d);
       const bv = lnRowParts(w.wv, ln.gamma, ln.z, d);
+      const row = lnRowScalars(ln);
       for (let h = 0; h < heads; h++) {
-        pres[h].gramQ.set(layerNormGram(q, h, bq, ln, dk), j * dk * dk);
-        const gk = layerNormGram(k, h, bk, ln, dk);
+        pres[h].gramQ.set(layerNormGram(q, h, bq, row, dk), j * dk * dk);
+        const gk = layerNormGram(k, h, bk, row, dk);
         pres[h].gramK.set(gk, j * dk * dk);
         pres[h].kappa[j] = norm(gk);
-        pres[h].nu[j] = norm(layerNormGram(v, h, bv, ln, dk));
+        pres[h].nu[j] = norm(layerNormGram(v, h, bv, row, dk));
       }
       continue;
     }
@@ -123,6 +124,26 @@ function lnWeightParts(
   return out;
 }
 
+/** A LayerNorm row's scalars in {@link layerNormGram}: d, s, c = 2 - ||z||^2/d, cross = 1^T z / d^2. */
+interface LnRowScalars {
+  d: number;
+  s: number;
+  c: number;
+  cross: number;
+}
+
+/** {@link LnRowScalars} of a row, once per row (every head and weight matrix shares them). */
+function lnRowScalars(ln: { z: Float64Array; s: number }): LnRowScalars {
+  const d = ln.z.length;
+  let zz = 0;
+  let s1 = 0;
+  for (let r = 0; r < d; r++) {
+    zz += ln.z[r] * ln.z[r];
+    s1 += ln.z[r];
+  }
+  return { d, s: ln.s, c: 2 - zz / d, cross: s1 / (d * d) };
+}
+
 /** b = W^T (gamma o z) for all heads' columns at once [d] (head h: entries h d_k .. (h+1) d_k - 1). */
 function lnRowParts(
   m: Float32Array | Float64Array,
@@ -157,19 +178,10 @@ function layerNormGram(
   parts: LnWeightParts,
   h: number,
   bAll: Float64Array,
-  ln: { z: Float64Array; s: number },
+  row: LnRowScalars,
   dk: number,
 ): Float64Array {
-  const { z, s } = ln;
-  const d = z.length;
-  let zz = 0;
-  let s1 = 0;
-  for (let r = 0; r < d; r++) {
-    zz += z[r] * z[r];
-    s1 += z[r];
-  }
-  const c = 2 - zz / d;
-  const cross = s1 / (d * d);
+  const { d, s, c, cross } = row;
   const g0 = parts.g0[h];
   const a = parts.a[h];
   const b = bAll.subarray(h * dk, (h + 1) * dk);

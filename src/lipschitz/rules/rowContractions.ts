@@ -1,3 +1,5 @@
+import { rowDots } from "../linalg.ts";
+
 /**
  * The O(n^2 d_k^2) contractions of the `cov` and `fused` head paths (docs/math.md section 2),
  * as blocked float64 loops: every row of P (or of a weight matrix of the same shape) against the
@@ -186,8 +188,7 @@ export function weightedRowSums(
 /**
  * The quadratic forms x_i S_j x_i^T for every row x_i of x [n, dk] and every packed symmetric
  * S_j of s [m, T]: [n, m] row-major, as dot products of packed vectors (x_i x_i^T packed with
- * its off-diagonal entries doubled, against S_j), two by two so each loaded entry serves two
- * products.
+ * its off-diagonal entries doubled, against S_j: linalg.ts rowDots).
  *
  * @example packedQuadraticForms(Float64Array.of(1, 2), 1, 2, Float64Array.of(1, 0, 1), 1) // [5]
  */
@@ -208,53 +209,7 @@ export function packedQuadraticForms(
       for (let b = a + 1; b < dk; b++) xx[o++] = 2 * xa * x[i * dk + b];
     }
   }
-  const out = new Float64Array(n * m);
-  let i = 0;
-  for (; i + 1 < n; i += 2) {
-    const a0 = i * t;
-    const a1 = a0 + t;
-    let j = 0;
-    for (; j + 1 < m; j += 2) {
-      const b0 = j * t;
-      const b1 = b0 + t;
-      let s00 = 0;
-      let s01 = 0;
-      let s10 = 0;
-      let s11 = 0;
-      for (let k = 0; k < t; k++) {
-        const x0 = xx[a0 + k];
-        const x1 = xx[a1 + k];
-        const y0 = s[b0 + k];
-        const y1 = s[b1 + k];
-        s00 += x0 * y0;
-        s01 += x0 * y1;
-        s10 += x1 * y0;
-        s11 += x1 * y1;
-      }
-      out[i * m + j] = s00;
-      out[i * m + j + 1] = s01;
-      out[(i + 1) * m + j] = s10;
-      out[(i + 1) * m + j + 1] = s11;
-    }
-    for (; j < m; j++) {
-      const b0 = j * t;
-      let s0 = 0;
-      let s1 = 0;
-      for (let k = 0; k < t; k++) {
-        s0 += xx[a0 + k] * s[b0 + k];
-        s1 += xx[a1 + k] * s[b0 + k];
-      }
-      out[i * m + j] = s0;
-      out[(i + 1) * m + j] = s1;
-    }
-  }
-  for (; i < n; i++)
-    for (let j = 0; j < m; j++) {
-      let v = 0;
-      for (let k = 0; k < t; k++) v += xx[i * t + k] * s[j * t + k];
-      out[i * m + j] = v;
-    }
-  return out;
+  return rowDots(xx, n, s, m, t);
 }
 
 /**
