@@ -2,25 +2,20 @@
 // resumes (issue 38, case 14: both printed nothing).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { interruptedLine } from "../../src/train/trainer.ts";
 import { readSavedTrainState } from "../../src/train/checkpoint.ts";
-import { runAttnlip } from "../helpers/cli.ts";
-import { watchdog } from "../helpers/patience.ts";
+import { runAttnlip, startAttnlip } from "../helpers/cli.ts";
 
-const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 const FIXTURE = fileURLToPath(new URL("../fixtures/demo-vit-tiny/baseline/", import.meta.url));
 
 test("Ctrl-C during train prints one line naming the saved epoch and the --resume command; --resume says where it resumes", async () => {
   const out = join(mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-")), "run");
-  const child = spawn(
-    process.execPath,
+  const run = startAttnlip(
     [
-      bin,
       "train",
       "--model",
       "vit-micro",
@@ -30,35 +25,13 @@ test("Ctrl-C during train prints one line naming the saved epoch and the --resum
       "32",
       "--epochs",
       "1000",
-      "--out",
-      out,
-      "--workers",
-      "1",
-      "--progress",
-      "lines",
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    ].concat(["--out", out, "--workers", "1", "--progress", "lines"]),
+    `train (out ${out})`,
   );
-  let stdout = "";
-  let stderr = "";
-  const dog = watchdog((s) => `train (out ${out}) printed nothing for ${s} s; stderr: ${stderr}`);
-  child.stderr.on("data", (d) => ((stderr += d), dog.progress()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal })),
-  );
-  await Promise.race([
-    dog.hung,
-    new Promise<void>((resolve, reject) => {
-      child.stdout.on("data", (d) => {
-        stdout += d;
-        dog.progress();
-        if (/epoch 1\/1000: .*checkpoint saved/.test(stdout)) resolve();
-      });
-      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
-    }),
-  ]).finally(dog.stop);
-  child.kill("SIGINT");
-  const end = await exited;
+  await run.waitFor(/epoch 1\/1000: .*checkpoint saved/);
+  run.child.kill("SIGINT");
+  const end = await run.exited;
+  const { stderr } = run.io;
   assert.deepEqual(end, { code: 130, signal: null }, stderr);
   const saved = readSavedTrainState(out);
   assert.ok(saved !== null && saved.epoch >= 1, "a checkpoint was saved");
@@ -124,10 +97,8 @@ test("interruptedLine: nothing saved yet; a commit under way counts as saved (it
 
 test("Ctrl-C in the middle of an epoch with --workers 1 stops at once, not at the end of the epoch", async () => {
   const out = join(mkdtempSync(join(tmpdir(), "attnlip-ctrl-c-mid-")), "run");
-  const child = spawn(
-    process.execPath,
+  const run = startAttnlip(
     [
-      bin,
       "train",
       "--model",
       "vit-micro",
@@ -137,38 +108,13 @@ test("Ctrl-C in the middle of an epoch with --workers 1 stops at once, not at th
       "32",
       "--batch",
       "8",
-      "--epochs",
-      "1",
-      "--out",
-      out,
-      "--workers",
-      "1",
-      "--progress",
-      "lines",
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    ].concat(["--epochs", "1", "--out", out, "--workers", "1", "--progress", "lines"]),
+    `train (out ${out})`,
   );
-  let stdout = "";
-  let stderr = "";
-  const dog = watchdog((s) => `train (out ${out}) printed nothing for ${s} s; stderr: ${stderr}`);
-  child.stderr.on("data", (d) => ((stderr += d), dog.progress()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal })),
-  );
-  await Promise.race([
-    dog.hung,
-    new Promise<void>((resolve, reject) => {
-      child.stdout.on("data", (d) => {
-        stdout += d;
-        dog.progress();
-        if (/step \d+\/512/.test(stdout)) resolve();
-      });
-      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
-    }),
-  ]).finally(dog.stop);
-  child.kill("SIGINT");
-  const end = await exited;
-  dog.stop();
+  await run.waitFor(/step \d+\/512/);
+  run.child.kill("SIGINT");
+  const end = await run.exited;
+  const { stdout, stderr } = run.io;
   assert.deepEqual(end, { code: 130, signal: null }, stderr);
   const steps = [...stdout.matchAll(/step (\d+)\/512/g)].map((m) => Number(m[1]));
   assert.ok(Math.max(...steps) < 512, `the epoch ran to its end after Ctrl-C: ${stdout}`);

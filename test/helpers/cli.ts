@@ -1,6 +1,6 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { HANG_MS } from "./patience.ts";
+import { HANG_MS, watchdog } from "./patience.ts";
 
 const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 const idleKill = fileURLToPath(new URL("./idleKill.mjs", import.meta.url));
@@ -53,19 +53,26 @@ export async function runAttnlipHere(
   // Only strings are captured: the CLI writes strings, while node:test sends this file's results
   // to the runner as Buffers on this process's stdout, which must pass through untouched (or a
   // report line of a neighbouring test would be lost).
-  const capture = (stream: NodeJS.WriteStream, write: typeof process.stdout.write, add: (s: string) => void) =>
+  const capture = (
+    stream: NodeJS.WriteStream,
+    write: typeof process.stdout.write,
+    add: (s: string) => void,
+  ) =>
     ((chunk: string | Uint8Array, ...rest: unknown[]) => {
-      if (typeof chunk === "string") return add(chunk), true;
+      if (typeof chunk === "string") return (add(chunk), true);
       return (write as (...a: unknown[]) => boolean).call(stream, chunk, ...rest);
     }) as typeof process.stdout.write;
   const onOutput = options.onOutput ?? (() => {});
   process.stdout.write = capture(process.stdout, writeOut, (s) => ((stdout += s), onOutput()));
   process.stderr.write = capture(process.stderr, writeErr, (s) => ((stderr += s), onOutput()));
   const cwd = process.cwd();
-  const savedEnv = Object.fromEntries(Object.keys(options.env ?? {}).map((k) => [k, process.env[k]]));
+  const savedEnv = Object.fromEntries(
+    Object.keys(options.env ?? {}).map((k) => [k, process.env[k]]),
+  );
   const setEnv = (values: Record<string, string | undefined>) => {
-    for (const [k, v] of Object.entries(values)) if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
+    for (const [k, v] of Object.entries(values))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
   };
   try {
     setEnv(options.env ?? {});
@@ -78,4 +85,59 @@ export async function runAttnlipHere(
     process.chdir(cwd);
     setEnv(savedEnv);
   }
+}
+
+/** A running attnlip command ({@link startAttnlip}). */
+export interface RunningAttnlip {
+  child: ChildProcess;
+  /** Everything printed so far (updated as the command prints). */
+  io: { stdout: string; stderr: string };
+  /** Resolves with the exit code and signal. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /**
+   * Resolves once stdout matches `pattern`; rejects when the command exits first, or prints
+   * nothing for HANG_MS (test/helpers/patience.ts), naming `what`.
+   */
+  waitFor(pattern: RegExp): Promise<void>;
+}
+
+/**
+ * Starts the attnlip CLI in the background (stdout and stderr piped and collected), for tests
+ * that act while it runs (e.g. send Ctrl-C once a line appears).
+ *
+ * @param what names the command in failures, e.g. "train (out /tmp/x/run)".
+ * @example const run = startAttnlip(["train", ...], "train"); await run.waitFor(/step 1\//); run.child.kill("SIGINT");
+ */
+export function startAttnlip(args: string[], what: string): RunningAttnlip {
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const io = { stdout: "", stderr: "" };
+  child.stdout!.on("data", (d) => (io.stdout += d));
+  child.stderr!.on("data", (d) => (io.stderr += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal })),
+  );
+  const waitFor = async (pattern: RegExp) => {
+    const dog = watchdog((s) => `${what} printed nothing for ${s} s; stderr: ${io.stderr}`);
+    const onData = () => dog.progress();
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    try {
+      await Promise.race([
+        dog.hung,
+        new Promise<void>((resolve, reject) => {
+          const check = () => {
+            if (pattern.test(io.stdout)) resolve();
+          };
+          child.stdout!.on("data", check);
+          check();
+          child.on("exit", () => reject(new Error(`${what} exited early: ${io.stderr}`)));
+        }),
+      ]);
+    } finally {
+      dog.stop();
+      child.stdout!.off("data", onData);
+      child.stderr!.off("data", onData);
+    }
+  };
+  return { child, io, exited, waitFor };
 }

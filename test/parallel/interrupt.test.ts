@@ -2,19 +2,16 @@
 // process behind and keep the last checkpoint it saved loadable.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { useBackend } from "../../src/backend.ts";
 import { loadCheckpoint } from "../../src/train/checkpoint.ts";
-import { runAttnlip } from "../helpers/cli.ts";
-import { HANG_MS, watchdog } from "../helpers/patience.ts";
+import { runAttnlip, startAttnlip } from "../helpers/cli.ts";
+import { HANG_MS } from "../helpers/patience.ts";
 import { tempDir } from "../train/helpers.ts";
 
 await useBackend("wasm");
 
-const bin = fileURLToPath(new URL("../../bin/attnlip.js", import.meta.url));
 
 /** Process ids whose command line mentions `text` (Linux /proc; empty elsewhere). */
 function processesMentioning(text: string): number[] {
@@ -35,32 +32,15 @@ function processesMentioning(text: string): number[] {
 
 test("SIGINT to train --workers 2 after its first checkpoint: it exits at once, leaves no process, and the checkpoint loads", async () => {
   const out = join(tempDir("attnlip-sigint-"), "run");
-  const child = spawn(
-    process.execPath,
-    [bin, "train", "--data", "mnist", "--model", "vit-micro", "--limit", "640", "--test-limit", "100", "--epochs", "50", "--batch", "32", "--out", out, "--workers", "2", "--progress", "lines"],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let stdout = "";
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal })),
-  );
   // No fixed limit (test/helpers/patience.ts): train prints progress lines; only a silence of
   // HANG_MS before its first checkpoint fails the test.
-  const dog = watchdog((s) => `train --workers 2 (out ${out}) printed nothing for ${s} s before its first checkpoint; stderr: ${stderr}`);
-  child.stderr.on("data", dog.progress);
-  await Promise.race([
-    dog.hung,
-    new Promise<void>((resolve, reject) => {
-      child.stdout.on("data", (d) => {
-        stdout += d;
-        dog.progress();
-        if (/epoch 1\/50: .*checkpoint saved/.test(stdout)) resolve();
-      });
-      child.on("exit", () => reject(new Error(`train exited early: ${stderr}`)));
-    }),
-  ]).finally(dog.stop);
+  const run = startAttnlip(
+    ["train", "--data", "mnist", "--model", "vit-micro", "--limit", "640", "--test-limit", "100", "--epochs", "50", "--batch", "32", "--out", out, "--workers", "2", "--progress", "lines"],
+    `train --workers 2 (out ${out}) before its first checkpoint`,
+  );
+  await run.waitFor(/epoch 1\/50: .*checkpoint saved/);
+  const { child, exited } = run;
+  const stdout = run.io.stdout;
   assert.match(stdout, /on 2 workers/);
   child.kill("SIGINT");
   const end = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), HANG_MS).unref())]);
