@@ -17,7 +17,9 @@ import { hfTextTokenizer } from "../hf/textTokenizer.ts";
 import { InputError } from "../util/errors.ts";
 import {
   CheckpointError,
+  CHECKPOINT_FILES,
   isCheckpointFolder,
+  readSavedTrainState,
   loadCheckpoint,
   loadOptimizerState,
   type TrainingInputs,
@@ -372,10 +374,18 @@ function refuseLargeShift(settings: ReturnType<typeof newRunSettings>, dataset: 
  */
 function newRunFolder(options: TrainOptions): string | null {
   const out = options.out == null ? null : resolve(options.out);
-  if (out !== null && isCheckpointFolder(out))
+  if (out !== null && isCheckpointFolder(out)) {
+    // Only some of a checkpoint's files (no readable train state): not one --resume continues.
+    if (readSavedTrainState(out) === null) {
+      const held = CHECKPOINT_FILES.filter((f) => existsSync(join(out, f)));
+      throw new InputError(
+        `out: ${options.out} already holds ${held.length > 0 ? held.join(", ") : "an unfinished checkpoint commit"} but no readable train_state.json, so not a checkpoint --resume can continue; move those files away or choose another folder`,
+      );
+    }
     throw new InputError(
       `out: ${options.out} already holds a checkpoint; continue it with --resume ${options.out} or choose another folder`,
     );
+  }
   return out;
 }
 

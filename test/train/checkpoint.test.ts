@@ -220,3 +220,22 @@ test("training on a data set with no training examples is refused, not a run tha
     message: "data: empty has no training examples; nothing to train on",
   });
 });
+
+test("a fresh run refuses a folder holding part of a checkpoint, saying it is not one --resume continues", async () => {
+  const dataset = await digits(64, 16);
+  const dir = tempDir();
+  writeFileSync(join(dir, "model.safetensors"), Buffer.from([1, 2, 3, 4, 5, 6, 7, 8, 9]));
+  await assert.rejects(
+    train({ ...base(dataset), out: dir }),
+    (e: Error) =>
+      e instanceof InputError &&
+      /already holds model\.safetensors but no readable train_state\.json, so not a checkpoint --resume can continue/.test(
+        e.message,
+      ),
+  );
+  assert.deepEqual(
+    [...readFileSync(join(dir, "model.safetensors"))],
+    [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "the file was changed",
+  );
+});
