@@ -3,7 +3,8 @@ import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace } from "../nn/trace.ts";
 import type { LayerReport } from "../lipschitz/compose.ts";
 import { networkBounds, type NetworkBoundsOptions } from "../lipschitz/networkBounds.ts";
-import { ALL_VARIANTS, checkVariants, defaultVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import type { HeadVariant } from "../lipschitz/rules/headTypes.ts";
+import { checkVariants, defaultVariants, inRegistryOrder } from "../lipschitz/variants/index.ts";
 import { TRUTH_METHOD, type PowerIterationResult } from "../lipschitz/truth/powerIteration.ts";
 import { blockTruthAt, type BlockTruths } from "./blockTruths.ts";
 import { networkLipschitz } from "../lipschitz/truth/inputJacobian.ts";
@@ -283,8 +284,8 @@ export interface AnalyzeOptions {
 const emptyRecord = (variants: readonly HeadVariant[]): Record<HeadVariant, number[]> =>
   Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<HeadVariant, number[]>;
 
-/** The variants a record holds, in ALL_VARIANTS order. */
-const variantsOf = (record: Partial<Record<HeadVariant, unknown>>): HeadVariant[] => ALL_VARIANTS.filter((v) => v in record);
+/** The variants a record holds, in the registry's order (src/lipschitz/variants/). */
+const variantsOf = (record: Partial<Record<HeadVariant, unknown>>): HeadVariant[] => inRegistryOrder(Object.keys(record));
 
 function emptyBounds(variants: readonly HeadVariant[]): BoundsAgainstTruth {
   return { bounds: emptyRecord(variants), true: [], ratios: emptyRecord(variants) };

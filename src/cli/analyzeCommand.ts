@@ -3,7 +3,7 @@ import { Command, Option } from "commander";
 import { checkEncoding } from "../data/text/charset.ts";
 import { checkpointArgumentHelp, optionWithDefault, resolveWorkers } from "./flags.ts";
 import { InputError } from "../util/errors.ts";
-import { ALL_VARIANTS, checkVariants, type HeadVariant } from "../lipschitz/rules/attentionHead.ts";
+import { checkVariants, variantNames, type HeadVariant } from "../lipschitz/rules/index.ts";
 import { parseNumberFlag, type NumberRule } from "../util/numberFlag.ts";
 
 interface AnalyzeFlags {
@@ -109,7 +109,7 @@ export function analyzeCommand(): Command {
         .choices(["local", "relaxed"])
         .default("local"),
     )
-    .addOption(optionWithDefault("--variants <list>", `bound variants to compute, separated by commas, from ${ALL_VARIANTS.join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences (l2-cov likewise for L2 attention); l2-dist, l2-cov (local) and kim (Kim et al.'s global bound) are for L2-attention models only`, "all that apply: the l2 variants and kim only with L2 attention"))
+    .addOption(optionWithDefault("--variants <list>", `bound variants to compute, separated by commas, from ${variantNames().join(", ")}; leaving out cov and fused skips their exact query paths, the costly part on long sequences (l2-cov likewise for L2 attention); l2-dist, l2-cov (local) and kim (Kim et al.'s global bound) are for L2-attention models only`, "all that apply: the l2 variants and kim only with L2 attention"))
     .option("--no-head-truth", "skip the per-head true values (power iteration per head)")
     .option("--no-block-truth", "skip the per-block true values (power iteration per block)")
     .option(

@@ -8,7 +8,7 @@ import {
   readNumber,
   type NumberRule,
 } from "../util/numberFlag.ts";
-import { HEAD_VARIANTS } from "../lipschitz/rules/attentionHead.ts";
+import { variantNames } from "../lipschitz/variants/index.ts";
 import { variantsFlag } from "./analyzeCommand.ts";
 import { optionWithDefault } from "./flags.ts";
 
@@ -109,7 +109,7 @@ export function radiusCommand(): Command {
     .addOption(
       optionWithDefault(
         "--variants <list>",
-        `bound variants, separated by commas, from ${HEAD_VARIANTS.join(", ")}`,
+        `bound variants, separated by commas, from ${variantNames("dot").join(", ")}`,
         "all",
       ),
     )

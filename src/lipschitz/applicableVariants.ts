@@ -1,5 +1,6 @@
 import { refuseDotOnlyVariants } from "./layers/l2Attention.ts";
-import { refuseL2Variants, type HeadVariant } from "./rules/attentionHead.ts";
+import type { HeadVariant } from "./rules/headTypes.ts";
+import { refuseL2Variants } from "./variants/index.ts";
 
 /**
  * Refuses, before any work, bound variants that do not apply to a model's attention: the L2

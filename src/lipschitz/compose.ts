@@ -1,13 +1,8 @@
 import type { tf } from "../backend.ts";
 import type { NamedArray } from "../nn/params.ts";
 import type { LayerTrace, TracedLayer } from "../nn/trace.ts";
-import {
-  ALL_VARIANTS,
-  checkVariants,
-  HEAD_VARIANTS,
-  type HeadVariant,
-  type VariantValues,
-} from "./rules/attentionHead.ts";
+import type { HeadVariant, VariantValues } from "./rules/headTypes.ts";
+import { checkVariants, variantNames } from "./variants/index.ts";
 import type { Weights } from "./rules/weightNorms.ts";
 import { layerKind } from "./layers/registry.ts";
 import type { ExampleArray, LayerKindSpec, LayerView, RuleOptions } from "./layers/types.ts";
@@ -117,9 +112,9 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
 }
 
 /**
- * The variants computed over a trace when none are asked for: HEAD_VARIANTS and every variant a
- * kind in the trace adds (its spec's `extraVariants`; L2 attention: `l2-dist`, `l2-cov`, `kim`), in
- * ALL_VARIANTS order.
+ * The variants computed over a trace when none are asked for: the registered variants of
+ * dot-product attention and every variant a kind in the trace adds (its spec's `extraVariants`;
+ * L2 attention: `l2-dist`, `l2-cov`, `kim`), in the registry's order.
  *
  * @throws Error naming an unknown kind.
  * @example traceDefaultVariants(l2ModelTrace.layers).includes("kim") // true
@@ -133,9 +128,8 @@ export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVarian
     }
   };
   walk(layers);
-  return ALL_VARIANTS.filter(
-    (v) => (HEAD_VARIANTS as readonly string[]).includes(v) || extra.has(v),
-  );
+  const dot = new Set(variantNames("dot"));
+  return variantNames().filter((v) => dot.has(v) || extra.has(v));
 }
 
 /**
@@ -150,8 +144,8 @@ export function traceDefaultVariants(layers: readonly TracedLayer[]): HeadVarian
  * @param options.mlp "local" (default) or "relaxed" (see networkBounds).
  * @param options.onLayer called after each top-level layer of each example ({@link LayerProgress}).
  * @param options.variants the head variants to compute (default {@link traceDefaultVariants}:
- *   HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` when the trace holds L2 attention; see
- *   checkVariants).
+ *   the registered variants of dot-product attention, and `l2-dist`, `l2-cov`, `kim` when the
+ *   trace holds L2 attention; see checkVariants).
  * @returns one {@link ComposedExample} per example.
  * @throws Error naming an unknown kind, a missing role or a missing weight; RangeError when the
  *   trace holds no tensor, batch sizes disagree, or a rule rejects its layer.
@@ -249,7 +243,13 @@ export function composeBounds(
     const mask = masksFor(e);
     const layers = trace.layers.map((l, i) => {
       const report = evaluate(resolvedAt(i), e, mask).report;
-      options.onLayer?.({ example: e, examples: b, layer: i + 1, layers: trace.layers.length, name: l.name });
+      options.onLayer?.({
+        example: e,
+        examples: b,
+        layer: i + 1,
+        layers: trace.layers.length,
+        name: l.name,
+      });
       return report;
     });
     const network = perVariant((name) => layers.reduce((p, l) => p * l.values[name], 1), variants);

@@ -1,9 +1,15 @@
 import type { ModelConfig } from "../nn/config.ts";
 import { TRACE_NAMES, type ForwardTrace, type LayerTrace } from "../nn/trace.ts";
-import { checkVariants, type HeadVariant, type VariantValues } from "./rules/attentionHead.ts";
+import type { HeadVariant, VariantValues } from "./rules/headTypes.ts";
+import { checkVariants } from "./variants/index.ts";
 import type { MlpBound } from "./rules/mlp.ts";
 import type { Weights } from "./rules/weightNorms.ts";
-import { composeBounds, traceDefaultVariants, type LayerProgress, type LayerReport } from "./compose.ts";
+import {
+  composeBounds,
+  traceDefaultVariants,
+  type LayerProgress,
+  type LayerReport,
+} from "./compose.ts";
 import type { AttentionDetail, HeadReport } from "./layers/attention.ts";
 
 export { attentionStats, type AttentionStats, type HeadReport } from "./layers/attention.ts";
@@ -68,7 +74,7 @@ export interface NetworkBoundsOptions {
    */
   mlp?: "local" | "relaxed";
   /**
-   * The head variants to compute (default HEAD_VARIANTS, and `l2-dist`, `l2-cov`, `kim` for a
+   * The head variants to compute (default every registered variant of dot-product attention, and of L2 attention (`l2-dist`, `l2-cov`, `kim`) for a
    * model with L2 attention: traceDefaultVariants). Asking for `kim` on dot-product attention
    * throws (it is not globally Lipschitz, Kim et al. 2021 Theorem 3.1), and so does asking for
    * `l2-dist` or `l2-cov` (derived for L2 scores). Leaving out `cov` skips its
@@ -138,7 +144,11 @@ export function networkBounds(
     options.variants ?? traceDefaultVariants(trace.layers),
     "networkBounds",
   );
-  const examples = composeBounds(weights, trace, { mlp: mlpChoice, variants, onLayer: options.onLayer }).map((ex) => ({
+  const examples = composeBounds(weights, trace, {
+    mlp: mlpChoice,
+    variants,
+    onLayer: options.onLayer,
+  }).map((ex) => ({
     layers: ex.layers,
     ...classifierView(ex.layers),
     network: ex.network,

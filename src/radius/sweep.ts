@@ -1,12 +1,8 @@
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { disposeTrace, type LayerTrace } from "../nn/trace.ts";
-import {
-  checkVariants,
-  HEAD_VARIANTS,
-  type HeadVariant,
-  type VariantValues,
-} from "../lipschitz/rules/attentionHead.ts";
+import type { HeadVariant, VariantValues } from "../lipschitz/rules/headTypes.ts";
+import { checkVariants, variantNames } from "../lipschitz/variants/index.ts";
 import { layerKind } from "../lipschitz/layers/index.ts";
 import { constructedInputs } from "./construct.ts";
 import { globalBounds, type GlobalBound } from "./globalBounds.ts";
@@ -133,9 +129,9 @@ export function radiusSweep(
   const { trace } = model.forward(x, { trace: true, mask });
   try {
     const { layer, input } = findAttentionSublayer(trace!, options.block);
-    // Every variant the layer's kind computes: HEAD_VARIANTS, and its own (L2 attention: kim).
+    // Every variant the layer's kind computes: dot-product attention's, and its own (L2 attention: kim).
     const variants = checkVariants(
-      options.variants ?? [...HEAD_VARIANTS, ...(layerKind(layer.kind).extraVariants ?? [])],
+      options.variants ?? [...variantNames("dot"), ...(layerKind(layer.kind).extraVariants ?? [])],
       "radius",
     );
     const [count, n, d] = input.shape as [number, number, number];

@@ -1,8 +1,10 @@
 // The input Jacobian of L2 attention (Kim et al.'s L2-MHA, src/nn/l2Attention.ts) of one
-// sequence in float64, by forward-mode differentiation written from the definition: exact to
-// rounding at any input scale (central differences lose their digits when the scores are ~1e6).
+// sequence in float64, by forward-mode differentiation written from the definition on top of
+// the one float64 forward pass (reference64.ts l2Attention64Ref): exact to rounding at any
+// input scale (central differences lose their digits when the scores are ~1e6).
 import { spectralNorm } from "../../src/lipschitz/linalg.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
+import { l2AttentionLayer64 } from "./reference64.ts";
 
 /**
  * d out / d x of L2 attention at x [n, d]: per head q_j = x_j W^{Q,h},
@@ -28,13 +30,24 @@ export function l2Jacobian64(
   const wv = params.wv.data;
   const wo = params.wo.data;
   const sq = Math.sqrt(dk);
+  // Q, V = Q M_h (no value bias: a constant) and P from the one float64 forward pass.
+  const forward = l2AttentionLayer64(
+    x,
+    n,
+    heads,
+    { wq: params.wq, wv: params.wv, wo: params.wo, bo: { data: new Float32Array(d), shape: [d] } },
+    allowed,
+  );
   const Q = new Float64Array(n * d);
-  for (let r = 0; r < n; r++)
-    for (let o = 0; o < d; o++) {
-      let s = 0;
-      for (let i = 0; i < d; i++) s += x[r * d + i] * wq[i * d + o];
-      Q[r * d + o] = s;
-    }
+  const V = new Float64Array(n * d);
+  for (let h = 0; h < heads; h++)
+    for (let r = 0; r < n; r++)
+      for (let c = 0; c < dk; c++) {
+        Q[r * d + h * dk + c] = forward.q[(h * n + r) * dk + c];
+        V[r * d + h * dk + c] = forward.v[(h * n + r) * dk + c];
+      }
+  const P = forward.p;
+  // M_h = W^{Q,h}^T W^{V,h} / sqrt(d_k): dV = dQ M_h.
   const M = new Float64Array(heads * dk * dk);
   for (let h = 0; h < heads; h++)
     for (let a = 0; a < dk; a++)
@@ -43,32 +56,6 @@ export function l2Jacobian64(
         for (let i = 0; i < d; i++) s += wq[i * d + h * dk + a] * wv[i * d + h * dk + c];
         M[(h * dk + a) * dk + c] = s / sq;
       }
-  const V = new Float64Array(n * d);
-  for (let h = 0; h < heads; h++)
-    for (let r = 0; r < n; r++)
-      for (let c = 0; c < dk; c++) {
-        let s = 0;
-        for (let a = 0; a < dk; a++) s += Q[r * d + h * dk + a] * M[(h * dk + a) * dk + c];
-        V[r * d + h * dk + c] = s;
-      }
-  const P = new Float64Array(heads * n * n);
-  for (let h = 0; h < heads; h++)
-    for (let i = 0; i < n; i++) {
-      const s = new Float64Array(n).fill(-Infinity);
-      let max = -Infinity;
-      for (let j = 0; j < n; j++) {
-        if (allowed && !allowed[i * n + j]) continue;
-        let dist = 0;
-        for (let c = 0; c < dk; c++) dist += (Q[i * d + h * dk + c] - Q[j * d + h * dk + c]) ** 2;
-        s[j] = -dist / sq;
-        max = Math.max(max, s[j]);
-      }
-      if (max === -Infinity) continue;
-      let z = 0;
-      for (let j = 0; j < n; j++) z += s[j] === -Infinity ? 0 : Math.exp(s[j] - max);
-      for (let j = 0; j < n; j++)
-        P[(h * n + i) * n + j] = s[j] === -Infinity ? 0 : Math.exp(s[j] - max) / z;
-    }
   const nd = n * d;
   const J = new Float64Array(nd * nd);
   const dQ = new Float64Array(nd);

@@ -194,8 +194,7 @@ export function l2Attention64Ref(
       }
     for (let i = 0; i < n; i++) {
       const xa = new Float64Array(d); // x_i A^h
-      for (let c = 0; c < d; c++)
-        for (let r = 0; r < d; r++) xa[c] += x[i * d + r] * A[r * d + c];
+      for (let c = 0; c < d; c++) for (let r = 0; r < d; r++) xa[c] += x[i * d + r] * A[r * d + c];
       for (let t = 0; t < dk; t++) {
         let sq = 0;
         let sv = bv ? bv.data[h * dk + t] : 0;
@@ -217,7 +216,8 @@ export function l2Attention64Ref(
       if (keys.length === 0) continue;
       const scores = keys.map((j) => {
         let dist = 0;
-        for (let c = 0; c < dk; c++) dist += (q[(h * n + i) * dk + c] - q[(h * n + j) * dk + c]) ** 2;
+        for (let c = 0; c < dk; c++)
+          dist += (q[(h * n + i) * dk + c] - q[(h * n + j) * dk + c]) ** 2;
         return -dist / Math.sqrt(dk);
       });
       const top = Math.max(...scores);
@@ -232,6 +232,24 @@ export function l2Attention64Ref(
     }
   const out = linear64(context, n, w(weights, `${prefix}.wo`), w(weights, `${prefix}.bo`));
   return { out, q, k: q, v, p };
+}
+
+/**
+ * {@link l2Attention64Ref} of one layer's parameters by role (wq, wv, wo [d, d], bo [d],
+ * optional bv [d]), as the layer kind's rule sees them: the one float64 L2-attention forward
+ * pass of the tests (the Jacobian helper l2Jacobian64.ts builds on it).
+ *
+ * @example l2AttentionLayer64(x, 5, 2, { wq, wv, wo, bo }).p // [2 * 5 * 5]
+ */
+export function l2AttentionLayer64(
+  x: ArrayLike<number>,
+  n: number,
+  heads: number,
+  params: Readonly<Record<string, NamedArray>>,
+  allowed?: ArrayLike<number>,
+): Attention64 {
+  const weights: Weights = new Map(Object.entries(params).map(([k, v]) => [`layer.${k}`, v]));
+  return l2Attention64Ref(x, n, heads, weights, "layer", allowed);
 }
 
 function add(a: Float64Array, b: Float64Array): Float64Array {
@@ -309,14 +327,23 @@ export function encoderHead64(
   const text = cfg.kind === "text" ? cfg : null;
   let x = seq;
   if (text?.embeddingNorm)
-    x = layerNorm64(x, n, w(weights, "embedding.norm.gamma"), w(weights, "embedding.norm.beta"), cfg.lnEps);
+    x = layerNorm64(
+      x,
+      n,
+      w(weights, "embedding.norm.gamma"),
+      w(weights, "embedding.norm.beta"),
+      cfg.lnEps,
+    );
   const blocks: Block64[] = [];
   for (let i = 0; i < cfg.blocks; i++) {
     const r = block64(x, n, cfg, weights, i, allowed);
     blocks.push(r);
     x = r.out;
   }
-  const final = text?.finalNorm === false ? x : layerNorm64(x, n, w(weights, "norm.gamma"), w(weights, "norm.beta"), cfg.lnEps);
+  const final =
+    text?.finalNorm === false
+      ? x
+      : layerNorm64(x, n, w(weights, "norm.gamma"), w(weights, "norm.beta"), cfg.lnEps);
   let pooled = final.slice(0, d);
   if (text?.pooling === "mean") {
     pooled = new Float64Array(d);
@@ -339,14 +366,17 @@ export function encoderHead64(
   return { logits: linear64(pooled, 1, w(weights, "head.w"), headB), blocks };
 }
 
-
 /**
  * The embedded sequence of one image (vit.ts): the patches (p x p, flattened in (row, column,
  * channel) order) times patch.w plus patch.b, the cls row first, positions added; [n, d].
  *
  * @param image H*W*C values in (row, column, channel) order.
  */
-export function vitSequence64(cfg: VitConfig, weights: Weights, image: ArrayLike<number>): Float64Array {
+export function vitSequence64(
+  cfg: VitConfig,
+  weights: Weights,
+  image: ArrayLike<number>,
+): Float64Array {
   const { imageSize: s, channels: c, patchSize: p, dModel: d } = cfg;
   const g = s / p;
   const N = g * g;
@@ -401,6 +431,7 @@ export function textForward64(
   const seq = new Float64Array(n * d);
   const type = cfg.tokenTypes === undefined ? null : w(weights, "type").data;
   for (let i = 0; i < n; i++)
-    for (let k = 0; k < d; k++) seq[i * d + k] = tok[ids[i] * d + k] + pos[i * d + k] + (type ? type[k] : 0);
+    for (let k = 0; k < d; k++)
+      seq[i * d + k] = tok[ids[i] * d + k] + pos[i * d + k] + (type ? type[k] : 0);
   return encoderHead64(seq, n, cfg, weights, mask);
 }

@@ -17,8 +17,8 @@ import { spectralNorm } from "../../src/lipschitz/linalg.ts";
 import { denseLipschitz } from "../../src/lipschitz/truth/denseJacobian.ts";
 import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
-import { l2Attention64 } from "../../src/lipschitz/layers/l2Attention.ts";
 import { l2Jacobian64, l2LocalLipschitz64 } from "../helpers/l2Jacobian64.ts";
+import { l2AttentionLayer64 } from "../helpers/reference64.ts";
 import { uniform } from "../nn/helpers.ts";
 
 await useBackend("wasm");
@@ -80,7 +80,7 @@ test("lambertW0 solves w e^w = x; kimPhiInverse solves x e^(x+1) = N - 1; bad ar
   assert.equal(kimHeadBound(1, 4, 1, 1), 0.5);
 });
 
-test("the float64 Jacobian helper equals central differences of l2Attention64", () => {
+test("the float64 Jacobian helper equals central differences of the float64 forward pass", () => {
   const d = 4;
   const n = 5;
   const p = layerParams(d, 40);
@@ -93,8 +93,8 @@ test("the float64 Jacobian helper equals central differences of l2Attention64", 
     const minus = Float64Array.from(x);
     plus[c] += h;
     minus[c] -= h;
-    const a = l2Attention64(plus, n, 2, p).out;
-    const b = l2Attention64(minus, n, 2, p).out;
+    const a = l2AttentionLayer64(plus, n, 2, p).out;
+    const b = l2AttentionLayer64(minus, n, 2, p).out;
     for (let r = 0; r < n * d; r++)
       diff = Math.max(diff, Math.abs(J[r * n * d + c] - (a[r] - b[r]) / (2 * h)));
   }

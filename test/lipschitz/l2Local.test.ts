@@ -17,7 +17,6 @@ import { l2HeadBounds, l2HeadWeights } from "../../src/lipschitz/rules/l2Head.ts
 import {
   KIM_MASKED,
   L2_NO_BOUND,
-  l2Attention64,
   l2AttentionKind,
   type L2Prepared,
 } from "../../src/lipschitz/layers/l2Attention.ts";
@@ -25,6 +24,7 @@ import type { LayerView } from "../../src/lipschitz/layers/types.ts";
 import { networkLipschitz } from "../../src/lipschitz/truth/inputJacobian.ts";
 import type { NamedArray } from "../../src/nn/params.ts";
 import { l2LocalLipschitz64 } from "../helpers/l2Jacobian64.ts";
+import { l2AttentionLayer64 } from "../helpers/reference64.ts";
 import { uniform } from "../nn/helpers.ts";
 
 await useBackend("wasm");
@@ -59,7 +59,7 @@ function kindRule(
   const d = params.wq.shape[0];
   const settings = { heads };
   const prepared = l2AttentionKind.prepare!(params, settings, "attn");
-  const p = l2Attention64(x, n, heads, params, allowed).p;
+  const p = l2AttentionLayer64(x, n, heads, params, allowed).p;
   const layer = {
     kind: "l2Attention",
     name: "attn",

@@ -1,15 +1,10 @@
 import { multiHeadAttention } from "../../nn/attention.ts";
 import type { tf } from "../../backend.ts";
-import {
-  attentionHeadBounds,
-  refuseL2Variants,
-  inputNorms,
-  type HeadNorms,
-  fusedWithRowWeights,
-  type FusedRows,
-  type PreRowwise,
-  type VariantValues,
-} from "../rules/attentionHead.ts";
+import { attentionHeadBounds } from "../rules/attentionHead.ts";
+import { fusedWithRowWeights } from "../rules/fusedPaths.ts";
+import { inputNorms } from "../rules/headQuantities.ts";
+import type { FusedRows, HeadNorms, PreRowwise, VariantValues } from "../rules/headTypes.ts";
+import { dotNeeds, FUSED, refuseL2Variants } from "../variants/index.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { headWeightsFrom } from "../rules/weightNorms.ts";
 import { matMulInto, spectralNorm } from "../linalg.ts";
@@ -75,24 +70,25 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
     const d = params.wq.shape[0];
     const norms: HeadNorms[] = [];
     const qkv = params as Parameters<typeof headWeightsFrom>[0];
-    for (let h = 0; h < heads; h++) norms.push(cachedHeadWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
+    for (let h = 0; h < heads; h++)
+      norms.push(cachedHeadWeightNorms(headWeightsFrom(qkv, h, heads, `${name}.wq`)));
     return { heads: norms, wo: weightSpectralNorm(params.wo.data, d, d) };
   },
   rule: (layer) => attentionRule(layer),
   // `fused` after a row-wise map (a pre-LN block's LayerNorm): each head's paths see the map's
   // row Jacobians L_j through L_j W_Q, L_j W_K, L_j W_V (docs/math.md section 2, `fused`).
   ruleAfterRowwise(layer, before) {
-    if (!layer.options.variants.includes("fused")) return {};
+    if (!layer.options.variants.includes(FUSED)) return {};
     const rule = attentionRule(layer, preRowwiseOf(layer, before), true);
     const heads = rule.detail;
     // Kept for ruleBetweenRowwise at the same example (the block's joint bound), which then only
     // reweights the rows.
     fusedRowsCache.set(layer, rule.fusedRows);
     return {
-      fused: attentionLayerBound(
+      [FUSED]: attentionLayerBound(
         heads.heads.map((hr) => hr.values),
         layer.prepared.wo,
-      ).fused,
+      )[FUSED],
     };
   },
   // `fused` between row-wise maps F (before; null: none) and G (after; the MLP half of a pre-LN
@@ -100,7 +96,7 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
   // rho_i = ||W_O G_i||_2, in place of ||W_O|| (docs/math.md section 3, "A row-wise run fused
   // into the layer before it").
   ruleBetweenRowwise(layer, before, after) {
-    if (!layer.options.variants.includes("fused")) return {};
+    if (!layer.options.variants.includes(FUSED)) return {};
     const [n, d] = input(layer).shape;
     const H = layer.prepared.heads.length;
     // The pieces ruleAfterRowwise kept at this example; else (no map before: post-LN) computed here.
@@ -112,10 +108,10 @@ export const attentionKind: LayerKindSpec<AttentionPrepared> = {
             .fusedRows;
     const post = outputRowWeights(layer.params.wo.data, d, n, after);
     return {
-      fused: attentionLayerBound(
-        kept.map((r) => ({ fused: fusedWithRowWeights(r, post) }) as VariantValues),
+      [FUSED]: attentionLayerBound(
+        kept.map((r) => ({ [FUSED]: fusedWithRowWeights(r, post) }) as VariantValues),
         1,
-      ).fused,
+      )[FUSED],
     };
   },
 };
@@ -179,8 +175,9 @@ function attentionRule(
   if (q.shape[0] !== H)
     throw new RangeError(`${layer.name}: q has ${q.shape[0]} heads, the weights ${H}`);
   const dk = q.shape[2];
-  // ||X|| and ||[X, 1]|| are read by `paper` only, each by the heads without / with a query bias.
-  const paper = layer.options.variants.includes("paper");
+  // ||X|| and ||[X, 1]|| are read by the variants that need `inputNorms` only (`paper`), each by
+  // the heads without / with a query bias.
+  const paper = dotNeeds(layer.options.variants).has("inputNorms");
   const heads0 = layer.prepared.heads;
   const xNorms = inputNorms(x.data, n, d, {
     plain: paper && heads0.some((hn) => !hn.augmented),
@@ -202,7 +199,7 @@ function attentionRule(
       },
       hn,
       fusedOnly
-        ? { variants: ["fused"], pre: pres?.[h], keepRows: true }
+        ? { variants: [FUSED], pre: pres?.[h], keepRows: true }
         : { variants: layer.options.variants },
     );
     if (r.fusedRows !== undefined) kept.push(r.fusedRows);

@@ -19,7 +19,7 @@ export {
   type AttentionPrepared,
   type HeadReport,
 } from "./attention.ts";
-export { l2AttentionKind, l2Attention64, L2_NO_BOUND } from "./l2Attention.ts";
+export { l2AttentionKind, L2_NO_BOUND } from "./l2Attention.ts";
 export { layerNormKind } from "./layerNorm.ts";
 export { mlpKind, type MlpPrepared } from "./mlp.ts";
 export { residualKind } from "./residual.ts";

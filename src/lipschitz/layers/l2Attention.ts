@@ -1,21 +1,27 @@
 import type { tf } from "../../backend.ts";
 import { l2MultiHeadAttention } from "../../nn/l2Attention.ts";
 import type { NamedArray } from "../../nn/params.ts";
-import {
-  headRowStats,
-  L2_LOCAL_VARIANTS,
-  L2_VARIANTS,
-  type VariantValues,
-} from "../rules/attentionHead.ts";
+import { headRowStats } from "../rules/headQuantities.ts";
+import type { VariantValues } from "../rules/headTypes.ts";
 import { attentionLayerBound } from "../rules/attentionLayer.ts";
 import { InputError } from "../../util/errors.ts";
-import { kimHeadBound } from "../rules/kim.ts";
-import { l2HeadBounds, l2HeadWeights, type L2HeadWeights } from "../rules/l2Head.ts";
+import {
+  l2HeadQuantities,
+  l2HeadWeights,
+  l2Probabilities64,
+  type L2HeadWeights,
+} from "../rules/l2Head.ts";
+import {
+  boundVariants,
+  findBoundVariant,
+  variantNames,
+  type L2HeadQuantities,
+  type L2Need,
+} from "../variants/index.ts";
 import { weightSpectralNorm } from "../weightCache.ts";
 import { attentionStats, type AttentionDetail } from "./attention.ts";
 import { extra, input, perVariant, setting } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
-
 
 /** Why an L2-attention layer refuses a request for dot-product variants only (an InputError: exit 2 from the CLI). */
 export const DOT_ONLY_L2_REFUSED =
@@ -28,7 +34,7 @@ export const DOT_ONLY_L2_REFUSED =
  * @throws InputError `WHO: ...`.
  */
 export function refuseDotOnlyVariants(variants: readonly string[], who: string): void {
-  if (!variants.some((v) => (L2_VARIANTS as readonly string[]).includes(v)))
+  if (!variants.some((v) => (findBoundVariant(v)?.kind ?? "dot") !== "dot"))
     throw new InputError(`${who}: ${DOT_ONLY_L2_REFUSED}`);
 }
 
@@ -56,91 +62,6 @@ export interface L2Prepared {
   local: L2HeadWeights[];
 }
 
-/**
- * Float64 L2 self-attention of one sequence x [n, d] (src/nn/l2Attention.ts, Kim et al.'s
- * L2-MHA): per head q_i = x_i W^{Q,h}, P = rowsoftmax(-||q_i - q_j||^2 / sqrt(d_k)) over allowed
- * keys (masked entries 0; a row with no allowed key gives P = 0), values
- * v_j = q_j W^{Q,h}^T W^{V,h} / sqrt(d_k) + b_V[h] (= x_j A^h W^{V,h} + b_V[h]),
- * out = [P_h V_h]_h W_O + b_O.
- *
- * @param params wq, wv, wo [d, d], bo [d], optional bv [d].
- * @param allowed optional [n * n] (row = query), nonzero = may attend.
- * @returns out [n, d] and p [heads, n, n], float64.
- * @throws RangeError when d is not divisible by heads or x is not n * d long.
- * @example l2Attention64(x, 5, 2, params).out // [5 * d]
- */
-export function l2Attention64(
-  x: ArrayLike<number>,
-  n: number,
-  heads: number,
-  params: Readonly<Record<string, NamedArray>>,
-  allowed?: ArrayLike<number>,
-): { out: Float64Array; p: Float64Array } {
-  const d = params.wq.shape[0];
-  if (d % heads !== 0 || x.length !== n * d)
-    throw new RangeError(
-      `l2Attention64: x has ${x.length} entries, expected ${n} x ${d} (heads ${heads})`,
-    );
-  const dk = d / heads;
-  const wq = params.wq.data;
-  const wv = params.wv.data;
-  const Q = new Float64Array(n * d);
-  for (let r = 0; r < n; r++)
-    for (let o = 0; o < d; o++) {
-      let s = 0;
-      for (let i = 0; i < d; i++) s += x[r * d + i] * wq[i * d + o];
-      Q[r * d + o] = s;
-    }
-  // V_h = Q_h M_h + b_V[h], M_h = W^{Q,h}^T W^{V,h} / sqrt(d_k) [d_k, d_k].
-  const V = new Float64Array(n * d);
-  for (let h = 0; h < heads; h++) {
-    const M = new Float64Array(dk * dk);
-    for (let a = 0; a < dk; a++)
-      for (let c = 0; c < dk; c++) {
-        let s = 0;
-        for (let i = 0; i < d; i++) s += wq[i * d + h * dk + a] * wv[i * d + h * dk + c];
-        M[a * dk + c] = s / Math.sqrt(dk);
-      }
-    for (let r = 0; r < n; r++)
-      for (let c = 0; c < dk; c++) {
-        let s = params.bv ? params.bv.data[h * dk + c] : 0;
-        for (let a = 0; a < dk; a++) s += Q[r * d + h * dk + a] * M[a * dk + c];
-        V[r * d + h * dk + c] = s;
-      }
-  }
-  const p = new Float64Array(heads * n * n);
-  const context = new Float64Array(n * d);
-  for (let h = 0; h < heads; h++)
-    for (let i = 0; i < n; i++) {
-      const s = new Float64Array(n).fill(-Infinity);
-      let max = -Infinity;
-      for (let j = 0; j < n; j++) {
-        if (allowed && !allowed[i * n + j]) continue;
-        let dist = 0;
-        for (let c = 0; c < dk; c++) dist += (Q[i * d + h * dk + c] - Q[j * d + h * dk + c]) ** 2;
-        s[j] = -dist / Math.sqrt(dk);
-        max = Math.max(max, s[j]);
-      }
-      if (max === -Infinity) continue;
-      let z = 0;
-      for (let j = 0; j < n; j++) z += s[j] === -Infinity ? 0 : Math.exp(s[j] - max);
-      for (let j = 0; j < n; j++) {
-        const pij = s[j] === -Infinity ? 0 : Math.exp(s[j] - max) / z;
-        p[(h * n + i) * n + j] = pij;
-        for (let c = 0; c < dk; c++) context[i * d + h * dk + c] += pij * V[j * d + h * dk + c];
-      }
-    }
-  const out = new Float64Array(n * d);
-  const wo = params.wo.data;
-  for (let r = 0; r < n; r++)
-    for (let o = 0; o < d; o++) {
-      let s = params.bo.data[o];
-      for (let i = 0; i < d; i++) s += context[r * d + i] * wo[i * d + o];
-      out[r * d + o] = s;
-    }
-  return { out, p };
-}
-
 /** Column block h of a [d, d] weight: [d, d_k] row-major, float64. */
 function columns(m: NamedArray, h: number, dk: number): Float64Array {
   const d = m.shape[0];
@@ -155,13 +76,16 @@ function columns(m: NamedArray, h: number, dk: number): Float64Array {
  * W_K, tied, also in the value map), wv, wo [d, d], bo [d], optional bv [d]; setting `heads`;
  * extras q, k (the same values as q), v (the values X A^h W^{V,h} + b_V[h]) [b, H, n, d_k] and
  * p [b, H, n, n].
- * Rule, per head and then ||W_O|| (sum_h L_h^2)^(1/2) per variant:
- * - `l2-dist`, `l2-cov` (rules/l2Head.ts; docs/math.md section 2, "Local bounds of L2
- *   attention"): bounds on ||Df(X)|| at this input X only, from Q = X W^{Q,h} and P recomputed
- *   in float64 from the traced input (l2Attention64), with masks;
- * - `kim`, Kim et al.'s Theorem 3.2 (rules/kim.ts), per head kimHeadBound(N, d_k,
- *   ||W^{Q,h}||, ||W^{V,h}||): a bound on the layer's Lipschitz constant over ALL inputs, hence
- *   on ||Df(X)|| at this one; Infinity with the note {@link KIM_MASKED} when keys are masked;
+ * Rule, per head and then ||W_O|| (sum_h L_h^2)^(1/2) per variant, each variant by its record
+ * (src/lipschitz/variants/):
+ * - the local ones (kind "l2": `l2-dist`, `l2-cov`; rules/l2Head.ts; docs/math.md section 2,
+ *   "Local bounds of L2 attention"): bounds on ||Df(X)|| at this input X only, from
+ *   Q = X W^{Q,h} and P recomputed in float64 from the traced input (rules/l2Head.ts
+ *   l2Probabilities64), with masks;
+ * - the global ones (kind "l2-global": `kim`, Kim et al.'s Theorem 3.2, rules/kim.ts), per head
+ *   from N, d_k, ||W^{Q,h}|| and ||W^{V,h}||: a bound on the layer's Lipschitz constant over ALL
+ *   inputs, hence on ||Df(X)|| at this one; Infinity with the note {@link KIM_MASKED} when keys
+ *   are masked;
  * - every dot-product variant gives the vacuous bound Infinity ({@link L2_NO_BOUND}).
  * `detail` holds each head's values with its attention statistics over the real rows, as the
  * dot-product kind's, and `note`.
@@ -169,7 +93,10 @@ function columns(m: NamedArray, h: number, dk: number): Float64Array {
 export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
   kind: "l2Attention",
   params: { required: ["wq", "wv", "wo", "bo"], optional: ["bv"] },
-  extraVariants: L2_VARIANTS,
+  // Every registered variant of L2 attention (built-ins: l2-dist, l2-cov, kim).
+  get extraVariants() {
+    return variantNames("l2");
+  },
   forward(x, ctx) {
     const p = ctx.params;
     const r = l2MultiHeadAttention(
@@ -181,8 +108,6 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
     const extras: Record<string, tf.Tensor> = { q: r.q, k: r.k, v: r.v, p: r.p };
     return { out: r.out, extras };
   },
-  reference64: (x, shape, params, settings) =>
-    l2Attention64(x, shape[0], setting(settings, "heads", "l2Attention") as number, params).out,
   prepare(params, settings, name) {
     const heads = setting(settings, "heads", name) as number;
     const d = params.wq.shape[0];
@@ -202,53 +127,43 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
       ),
     };
   },
-  globalBounds: ({ dk, wq, wv, wo }, n) => [
-    {
-      name: "kim",
-      value: attentionLayerBound(
-        wq.map((nq, h) => ({ kim: kimHeadBound(n, dk, nq, wv[h]) }) as VariantValues),
-        wo,
-      ).kim,
-    },
-  ],
+  // The registered global variants (kim): their layer bound at sequence length n.
+  globalBounds: ({ dk, wq, wv, wo }, n) =>
+    boundVariants("l2").flatMap((spec) =>
+      spec.kind !== "l2-global"
+        ? []
+        : [
+            {
+              name: spec.name,
+              value: attentionLayerBound(
+                wq.map(
+                  (nq, h) =>
+                    ({ [spec.name]: spec.compute({ n, dk, wq: nq, wv: wv[h] }) }) as VariantValues,
+                ),
+                wo,
+              )[spec.name],
+            },
+          ],
+    ),
   rule(layer) {
     const x = input(layer);
-    const [n, d] = x.shape;
+    const n = x.shape[0];
     const p = extra(layer, "p");
-    const { dk, wq, wv, wo, local } = layer.prepared;
+    const { wq, wv, wo } = layer.prepared;
     const heads = wq.length;
-    const allowed = layer.mask.allowed;
-    const masked = allowed?.some((a) => !a) ?? false;
+    const masked = layer.mask.allowed?.some((a) => !a) ?? false;
     const variants = layer.options.variants;
     // Only dot-product variants asked: every value would be Infinity; refused like `kim` on
     // dot-product attention.
     refuseDotOnlyVariants(variants, layer.name);
-    const localWanted = L2_LOCAL_VARIANTS.filter((v) => variants.includes(v));
-    // The local variants at this input: Q = X W_Q and P in float64 from the traced input.
-    const localValues: Partial<Record<string, number>>[] = [];
-    if (localWanted.length > 0) {
-      const p64 = l2Attention64(x.data, n, heads, layer.params, allowed).p;
-      const w = layer.params.wq.data;
-      for (let h = 0; h < heads; h++) {
-        const q = new Float64Array(n * dk);
-        for (let i = 0; i < n; i++)
-          for (let a = 0; a < dk; a++) {
-            let s = 0;
-            for (let t = 0; t < d; t++) s += x.data[i * d + t] * w[t * d + h * dk + a];
-            q[i * dk + a] = s;
-          }
-        const r = l2HeadBounds(
-          { n, q, p: p64.subarray(h * n * n, (h + 1) * n * n), allowed },
-          local[h],
-          localWanted,
-        );
-        localValues.push(r.values);
-      }
-    }
+    const local = localQuantities(layer, variants);
     const headValues = wq.map((nq, h) =>
       perVariant((v) => {
-        if (v === "kim") return masked ? Infinity : kimHeadBound(n, dk, nq, wv[h]);
-        return localValues[h]?.[v] ?? Infinity;
+        const spec = findBoundVariant(v);
+        if (spec?.kind === "l2-global")
+          return masked ? Infinity : spec.compute({ n, dk: layer.prepared.dk, wq: nq, wv: wv[h] });
+        if (spec?.kind === "l2" && local[h] !== undefined) return spec.compute(local[h]);
+        return Infinity;
       }, variants),
     );
     const detail: AttentionDetail & { note: string } = {
@@ -270,3 +185,37 @@ export const l2AttentionKind: LayerKindSpec<L2Prepared> = {
     return { value, detail };
   },
 };
+
+/**
+ * The local quantities of each head ({@link L2HeadQuantities}) at the layer's input when a local
+ * variant of L2 attention is asked for (none otherwise): Q = X W_Q and P recomputed in float64
+ * from the traced input (l2Probabilities64), with the masks, and the costly parts only when an
+ * asked-for variant needs them.
+ */
+function localQuantities(
+  layer: Parameters<(typeof l2AttentionKind)["rule"]>[0],
+  variants: readonly string[],
+): L2HeadQuantities[] {
+  const locals = variants.flatMap((v) => {
+    const spec = findBoundVariant(v);
+    return spec?.kind === "l2" ? [spec] : [];
+  });
+  if (locals.length === 0) return [];
+  const needs = new Set<L2Need>(locals.flatMap((s) => s.needs));
+  const x = input(layer);
+  const [n, d] = x.shape;
+  const { dk, local } = layer.prepared;
+  const allowed = layer.mask.allowed;
+  const w = layer.params.wq.data;
+  return local.map((weights, h) => {
+    const q = new Float64Array(n * dk);
+    for (let i = 0; i < n; i++)
+      for (let a = 0; a < dk; a++) {
+        let s = 0;
+        for (let t = 0; t < d; t++) s += x.data[i * d + t] * w[t * d + h * dk + a];
+        q[i * dk + a] = s;
+      }
+    const p64 = l2Probabilities64(q, n, dk, allowed);
+    return l2HeadQuantities({ n, q, p: p64, allowed }, weights, needs).quantities;
+  });
+}

@@ -3,7 +3,7 @@ import { residualBound } from "../rules/block.ts";
 import { chainRowJacobian, plusIdentity } from "../rules/rowwise.ts";
 import { composeChildren, exactRowwise, perVariant } from "./view.ts";
 import type { LayerKindSpec } from "./types.ts";
-import type { VariantValues } from "../rules/attentionHead.ts";
+import type { VariantValues } from "../rules/headTypes.ts";
 
 /**
  * Residual connection x + g(x), g the entry's children run in order. Rule (docs/math.md

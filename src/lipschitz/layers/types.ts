@@ -1,7 +1,6 @@
-import type { HeadVariant } from "../rules/attentionHead.ts";
 import type { tf } from "../../backend.ts";
 import type { NamedArray } from "../../nn/params.ts";
-import type { VariantValues } from "../rules/attentionHead.ts";
+import type { HeadVariant, VariantValues } from "../rules/headTypes.ts";
 import type { RowJacobian } from "../rules/rowwise.ts";
 
 /**
@@ -27,7 +26,7 @@ export interface RuleOptions {
   /** Which MLP value the blocks compose: "local" (exact, default) or "relaxed". */
   mlp: "local" | "relaxed";
   /**
-   * The head variants to compute, in HEAD_VARIANTS order (default all). A rule that gives a
+   * The head variants to compute, in the registry's order (src/lipschitz/variants/). A rule that gives a
    * value per variant gives exactly these (`cov`, the costly one, may be left out).
    */
   variants: readonly HeadVariant[];
@@ -143,7 +142,7 @@ export interface LayerKindSpec<P = unknown> {
   /** Whether entries of this kind hold sub-layers (residual branches, blocks). */
   composite?: boolean;
   /**
-   * Variants beyond HEAD_VARIANTS that this kind computes, added to the default variant list
+   * Variants beyond those of dot-product attention that this kind computes, added to the default variant list
    * when a trace holds the kind (L2 attention: `l2-dist`, `l2-cov`, its local bounds, and `kim`,
    * its global bound).
    */

@@ -1,4 +1,5 @@
-import { HEAD_VARIANTS, type HeadVariant, type VariantValues } from "../rules/attentionHead.ts";
+import type { HeadVariant, VariantValues } from "../rules/headTypes.ts";
+import { variantNames } from "../variants/index.ts";
 import { chainRowJacobian, rowwiseValue } from "../rules/rowwise.ts";
 import type { ExampleArray, LayerSettings, LayerView } from "./types.ts";
 
@@ -47,13 +48,14 @@ export function setting(
 }
 
 /**
- * A value per variant (docs/math.md section 2) from a function of the variant.
+ * A value per variant (docs/math.md section 2) from a function of the variant, for `variants`
+ * (default: the registered variants of dot-product attention).
  *
  * @example perVariant(() => 1)["t3-exact"] // 1
  */
 export function perVariant(
   fn: (name: HeadVariant) => number,
-  variants: readonly HeadVariant[] = HEAD_VARIANTS,
+  variants: readonly HeadVariant[] = variantNames("dot"),
 ): VariantValues {
   const out = {} as VariantValues;
   for (const name of variants) out[name] = fn(name);

@@ -1,4 +1,5 @@
-import { ALL_VARIANTS, type VariantValues } from "./attentionHead.ts";
+import { inRegistryOrder } from "../variants/index.ts";
+import type { VariantValues } from "./headTypes.ts";
 
 /**
  * Multi-head composition (docs/math.md section 3): f(X) = [f_1(X), ..., f_H(X)] W_O + b_O has
@@ -19,7 +20,7 @@ export function attentionLayerBound(
     throw new RangeError(`attention layer: ||W_O||_2 must be finite and >= 0, got ${normWo}`);
   const out = {} as VariantValues;
   // The variants the heads hold (all, or the subset that was asked for).
-  for (const name of ALL_VARIANTS.filter((v) => v in heads[0])) {
+  for (const name of inRegistryOrder(Object.keys(heads[0]))) {
     let s = 0;
     for (const h of heads) s += h[name] * h[name];
     out[name] = normWo * Math.sqrt(s);

@@ -1,4 +1,5 @@
-import { ALL_VARIANTS, type VariantValues } from "./attentionHead.ts";
+import { inRegistryOrder } from "../variants/index.ts";
+import type { VariantValues } from "./headTypes.ts";
 
 /**
  * Residual and block composition (docs/math.md section 3).
@@ -46,7 +47,7 @@ export function blockBound(parts: BlockParts): VariantValues {
     if (!(v >= 0)) throw new RangeError(`block: ${name} bound must be >= 0, got ${v}`);
   const out = {} as VariantValues;
   // The variants the attention bound holds (all, or the subset that was asked for).
-  for (const name of ALL_VARIANTS.filter((v) => v in parts.attention)) {
+  for (const name of inRegistryOrder(Object.keys(parts.attention))) {
     const a = parts.attention[name];
     out[name] =
       parts.norm === "pre"

@@ -1,5 +1,12 @@
-import { headRowStats, L2_LOCAL_VARIANTS, type HeadRowStats } from "./attentionHead.ts";
 import { congruence, spectralNorm, sqrtFactor, symMaxEigenvalue } from "../linalg.ts";
+import {
+  boundVariant,
+  variantNames,
+  type L2HeadQuantities,
+  type L2Need,
+} from "../variants/index.ts";
+import { headRowStats } from "./headQuantities.ts";
+import type { HeadRowStats } from "./headTypes.ts";
 
 /**
  * Local Lipschitz bounds of ONE L2 self-attention head at an input X (Kim, Papamakarios and
@@ -13,8 +20,8 @@ import { congruence, spectralNorm, sqrtFactor, symMaxEigenvalue } from "../linal
  * not over a neighbourhood.
  */
 
-/** One of the L2 local variants (`l2-dist`, `l2-cov`; attentionHead.ts L2_LOCAL_VARIANTS). */
-export type L2HeadVariant = (typeof L2_LOCAL_VARIANTS)[number];
+/** A local variant of L2 attention (`l2-dist`, `l2-cov`, or one registered since). */
+export type L2HeadVariant = string;
 
 /** Input-independent quantities of one L2 head ({@link l2HeadWeights}). */
 export interface L2HeadWeights {
@@ -108,7 +115,9 @@ export interface L2HeadBounds {
 }
 
 /**
- * `l2-dist` and `l2-cov` for one L2 head at one input (docs/math.md section 2, "Local bounds of
+ * The local variants of L2 attention (registered with kind "l2": `l2-dist`, `l2-cov`) for one L2
+ * head at one input, each from the head's quantities ({@link l2HeadQuantities}) by its record
+ * (src/lipschitz/variants/l2Local.ts). The built-ins (docs/math.md section 2, "Local bounds of
  * L2 attention"). With c = 2 / sqrt(d_k), s_i = sigma(P_i), rho_ij = ||W (q_i - q_j)^T||,
  * qbar_i = P_i Q, vbar_i = qbar_i M and C_i = Q^T J_i Q (the P_i-covariance of the queries):
  *
@@ -130,20 +139,66 @@ export interface L2HeadBounds {
  * @param act n, Q = X W [n, d_k], P [n, n] (float64 recommended: the bound is for this P), and
  *   the optional allowed mask [n, n] (row = query).
  * @param w the head's {@link L2HeadWeights}.
- * @param variants which to compute (default both); without `l2-cov` its O(n^2 d_k^2) parts are
- *   skipped.
- * @throws RangeError on size mismatches.
+ * @param variants which to compute (default every registered local variant of L2 attention);
+ *   without one that needs `rowExact` (`l2-cov`) the O(n^2 d_k^2) parts are skipped.
+ * @throws RangeError on size mismatches, or naming a variant that is not a registered local
+ *   variant of L2 attention.
+ * @example l2HeadBounds({ n, q, p }, l2HeadWeights(wq, wv, d, dk)).values["l2-cov"]
  */
 export function l2HeadBounds(
-  act: {
-    n: number;
-    q: ArrayLike<number>;
-    p: ArrayLike<number>;
-    allowed?: ArrayLike<number | boolean>;
-  },
+  act: L2Activations,
   w: L2HeadWeights,
-  variants: readonly L2HeadVariant[] = L2_LOCAL_VARIANTS,
+  variants: readonly L2HeadVariant[] = variantNames("l2").filter(
+    (v) => boundVariant(v).kind === "l2",
+  ),
 ): L2HeadBounds {
+  const specs = variants.map((name) => {
+    const spec = boundVariant(name, "l2 head");
+    if (spec.kind !== "l2")
+      throw new RangeError(`l2 head: "${name}" is not a local variant of L2 attention`);
+    return spec;
+  });
+  const needs = new Set<L2Need>(specs.flatMap((s) => s.needs));
+  const { quantities, parts, rows } = l2HeadQuantities(act, w, needs);
+  const values: Partial<Record<L2HeadVariant, number>> = {};
+  for (const spec of specs) values[spec.name] = spec.compute(quantities);
+  return { values, parts, rows };
+}
+
+/** One L2 head's activations at one input: n, Q = X W [n, d_k], P [n, n], allowed [n, n]. */
+export interface L2Activations {
+  n: number;
+  q: ArrayLike<number>;
+  p: ArrayLike<number>;
+  allowed?: ArrayLike<number | boolean>;
+}
+
+/** One L2 head at one input in float64, as its paths share it. */
+interface L2Input {
+  n: number;
+  dk: number;
+  /** Q [n, d_k], V = Q M and Z = Q F^T [n, d_k] (rho_ij = ||z_i - z_j||). */
+  q: Float64Array;
+  v: Float64Array;
+  z: Float64Array;
+  /** P with masked entries 0 [n, n]. */
+  pm: Float64Array;
+  rows: HeadRowStats;
+  /** 2 / sqrt(d_k). */
+  c: number;
+  /** ||V_c||_2, ||W Q_c^T||_2 (centred over the active keys) and ||P||_2. */
+  vc: number;
+  wQc: number;
+  p: number;
+}
+
+/**
+ * Checks one L2 head's activations and copies them to float64, with the per-row statistics, the
+ * centred norms ||V_c|| and ||W Q_c^T||, ||P||, and V = Q M, Z = Q F^T.
+ *
+ * @throws RangeError on size mismatches.
+ */
+function l2Input(act: L2Activations, w: L2HeadWeights): L2Input {
   const { n } = act;
   const { dk } = w;
   if (act.q.length !== n * dk)
@@ -152,15 +207,45 @@ export function l2HeadBounds(
     throw new RangeError(`l2 head: p must have n*n = ${n * n} entries, got ${act.p.length}`);
   if (act.allowed !== undefined && act.allowed.length !== n * n)
     throw new RangeError(`l2 head: allowed must have n*n = ${n * n} entries`);
-  const exact = variants.includes("l2-cov");
   const q = Float64Array.from(act.q);
   const allowed =
     act.allowed === undefined ? undefined : Uint8Array.from(act.allowed, (a) => (a ? 1 : 0));
   const pm = Float64Array.from(act.p, (v, t) => (allowed !== undefined && !allowed[t] ? 0 : v));
   const rows = headRowStats(pm, n, allowed);
-  const c = 2 / Math.sqrt(dk);
+  const cq = activeCovariance(q, n, dk, rows, allowed);
+  const top = (x: Float64Array) => Math.max(symMaxEigenvalue(x, dk), 0);
+  // ||V_c||^2 = lambda_max(M^T C M), ||W Q_c^T||^2 = lambda_max(F C F^T).
+  const vc = Math.sqrt(top(congruence(w.mt, cq, dk, dk)));
+  const wQc = Math.sqrt(top(congruence(w.f, cq, dk, dk)));
+  const normP = spectralNorm(pm, n, n);
+  // V = Q M and Z = Q F^T (rho_ij = ||z_i - z_j||, with no cancellation of large ||q||).
+  const v = new Float64Array(n * dk);
+  const z = new Float64Array(n * dk);
+  for (let j = 0; j < n; j++)
+    for (let b = 0; b < dk; b++) {
+      let sv = 0;
+      let sz = 0;
+      for (let a = 0; a < dk; a++) {
+        sv += q[j * dk + a] * w.m[a * dk + b];
+        sz += q[j * dk + a] * w.f[b * dk + a];
+      }
+      v[j * dk + b] = sv;
+      z[j * dk + b] = sz;
+    }
+  return { n, dk, q, v, z, pm, rows, c: 2 / Math.sqrt(dk), vc, wQc, p: normP };
+}
 
-  // Active keys (allowed for some live row), their mean query mu and C = sum (q_j - mu)(..)^T.
+/**
+ * C = sum_j (q_j - mu)(q_j - mu)^T [d_k, d_k] over the active keys (allowed for some live row),
+ * mu their mean query.
+ */
+function activeCovariance(
+  q: Float64Array,
+  n: number,
+  dk: number,
+  rows: HeadRowStats,
+  allowed: Uint8Array | undefined,
+): Float64Array {
   const active = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
     if (!rows.live[i]) continue;
@@ -182,92 +267,132 @@ export function l2HeadBounds(
       for (let b = 0; b < dk; b++) cq[a * dk + b] += ea * (q[j * dk + b] - mu[b]);
     }
   }
-  const top = (x: Float64Array) => Math.max(symMaxEigenvalue(x, dk), 0);
-  // ||V_c||^2 = lambda_max(M^T C M), ||W Q_c^T||^2 = lambda_max(F C F^T).
-  const vc = Math.sqrt(top(congruence(w.mt, cq, dk, dk)));
-  const wQc = Math.sqrt(top(congruence(w.f, cq, dk, dk)));
-  const normP = spectralNorm(pm, n, n);
-  const valuePath = normP * w.awv;
+  return cq;
+}
 
-  // V = Q M and Z = Q F^T (rho_ij = ||z_i - z_j||, with no cancellation of large ||q||).
-  const v = new Float64Array(n * dk);
-  const z = new Float64Array(n * dk);
-  for (let j = 0; j < n; j++)
-    for (let b = 0; b < dk; b++) {
-      let sv = 0;
-      let sz = 0;
-      for (let a = 0; a < dk; a++) {
-        sv += q[j * dk + a] * w.m[a * dk + b];
-        sz += q[j * dk + a] * w.f[b * dk + a];
-      }
-      v[j * dk + b] = sv;
-      z[j * dk + b] = sz;
+/** Per-row work arrays of {@link rowTerms}. */
+interface RowScratch {
+  qbar: Float64Array;
+  vbar: Float64Array;
+  dq: Float64Array;
+  dv: Float64Array;
+  /** C_i M with the exact (1 - m_i) correction. */
+  cm: Float64Array;
+  /** Cov_i(v). */
+  vv: Float64Array;
+  /** sum_j P_ij^2 rho_ij^2 dv dv^T. */
+  vk: Float64Array;
+}
+
+/** What the rows give the paths: per pair rho_ij^2 and K_ij, per row ||Cov_i(v)|| and t_i, and the query-path maxima. */
+interface RowTerms {
+  rho2: Float64Array;
+  kMat: Float64Array;
+  covV: Float64Array;
+  spreads: Float64Array;
+  queryDist: number;
+  queryCov2: number;
+  pairSum: number;
+}
+
+/**
+ * qbar_i = sum_j P_ij q_j and vbar_i = qbar_i M of row i (into s.qbar, s.vbar).
+ *
+ * @returns the row's mass m_i = sum_j P_ij.
+ */
+function rowMeans(i: number, inp: L2Input, w: L2HeadWeights, s: RowScratch): number {
+  const { n, dk, q, pm } = inp;
+  const { qbar, vbar } = s;
+  let mass = 0;
+  qbar.fill(0);
+  for (let j = 0; j < n; j++) {
+    const pij = pm[i * n + j];
+    if (pij === 0) continue;
+    mass += pij;
+    for (let a = 0; a < dk; a++) qbar[a] += pij * q[j * dk + a];
+  }
+  for (let b = 0; b < dk; b++) {
+    let sum = 0;
+    for (let a = 0; a < dk; a++) sum += qbar[a] * w.m[a * dk + b];
+    vbar[b] = sum;
+  }
+  return mass;
+}
+
+/**
+ * Row i's pass over its keys: rho_ij^2 (into t.rho2) and its spread t_i; with `exact`, K_ij
+ * (into t.kMat) and the row's sums C_i M, Cov_i(v) and sum_j P_ij^2 rho_ij^2 dv dv^T (into s).
+ *
+ * @returns the spread sum_j P_ij ||q_j - qbar_i||^2.
+ */
+function rowKeys(i: number, inp: L2Input, exact: boolean, s: RowScratch, t: RowTerms): number {
+  const { n, dk, q, v, z, pm, c } = inp;
+  const { qbar, vbar, dq, dv, cm, vv, vk } = s;
+  if (exact) {
+    cm.fill(0);
+    vv.fill(0);
+    vk.fill(0);
+  }
+  let spread = 0;
+  for (let j = 0; j < n; j++) {
+    const pij = pm[i * n + j];
+    if (pij === 0) continue;
+    let r2 = 0;
+    for (let a = 0; a < dk; a++) r2 += (z[i * dk + a] - z[j * dk + a]) ** 2;
+    t.rho2[i * n + j] = r2;
+    let dq2 = 0;
+    let dv2 = 0;
+    for (let a = 0; a < dk; a++) {
+      dq[a] = q[j * dk + a] - qbar[a];
+      dv[a] = v[j * dk + a] - vbar[a];
+      dq2 += dq[a] * dq[a];
+      dv2 += dv[a] * dv[a];
     }
+    spread += pij * dq2;
+    if (!exact) continue;
+    t.kMat[i * n + j] = c * pij * Math.sqrt(r2 * dv2);
+    const wk = pij * pij * r2;
+    for (let a = 0; a < dk; a++) {
+      const pa = pij * dq[a];
+      const va = pij * dv[a];
+      const ka = wk * dv[a];
+      for (let b = 0; b < dk; b++) {
+        cm[a * dk + b] += pa * dv[b];
+        vv[a * dk + b] += va * dv[b];
+        vk[a * dk + b] += ka * dv[b];
+      }
+    }
+  }
+  return spread;
+}
 
-  const rho2 = new Float64Array(n * n);
-  const kMat = new Float64Array(exact ? n * n : 0);
-  const covV = new Float64Array(n); // ||Cov_i(v)||
-  const spreads = new Float64Array(n); // t_i = tr sum_j P_ij dq dq^T
-  let queryDist = 0;
-  let queryCov2 = 0;
-  let pairSum = 0;
-  const qbar = new Float64Array(dk);
-  const vbar = new Float64Array(dk);
-  const dq = new Float64Array(dk);
-  const dv = new Float64Array(dk);
-  const cm = new Float64Array(dk * dk); // C_i M with the exact (1 - m_i) correction
-  const vv = new Float64Array(dk * dk); // Cov_i(v)
-  const vk = new Float64Array(dk * dk); // sum_j P_ij^2 rho_ij^2 dv dv^T
+/** Every live row's share of the query and key paths ({@link RowTerms}). */
+function rowTerms(inp: L2Input, w: L2HeadWeights, exact: boolean): RowTerms {
+  const { n, dk, q, rows, c } = inp;
+  const t: RowTerms = {
+    rho2: new Float64Array(n * n),
+    kMat: new Float64Array(exact ? n * n : 0),
+    covV: new Float64Array(n), // ||Cov_i(v)||
+    spreads: new Float64Array(n), // t_i = tr sum_j P_ij dq dq^T
+    queryDist: 0,
+    queryCov2: 0,
+    pairSum: 0,
+  };
+  const s: RowScratch = {
+    qbar: new Float64Array(dk),
+    vbar: new Float64Array(dk),
+    dq: new Float64Array(dk),
+    dv: new Float64Array(dk),
+    cm: new Float64Array(dk * dk),
+    vv: new Float64Array(dk * dk),
+    vk: new Float64Array(dk * dk),
+  };
+  const { qbar, vbar, cm } = s;
+  const top = (x: Float64Array) => Math.max(symMaxEigenvalue(x, dk), 0);
   for (let i = 0; i < n; i++) {
     if (!rows.live[i]) continue;
-    let mass = 0;
-    qbar.fill(0);
-    for (let j = 0; j < n; j++) {
-      const pij = pm[i * n + j];
-      if (pij === 0) continue;
-      mass += pij;
-      for (let a = 0; a < dk; a++) qbar[a] += pij * q[j * dk + a];
-    }
-    for (let b = 0; b < dk; b++) {
-      let s = 0;
-      for (let a = 0; a < dk; a++) s += qbar[a] * w.m[a * dk + b];
-      vbar[b] = s;
-    }
-    if (exact) {
-      cm.fill(0);
-      vv.fill(0);
-      vk.fill(0);
-    }
-    let spread = 0;
-    for (let j = 0; j < n; j++) {
-      const pij = pm[i * n + j];
-      if (pij === 0) continue;
-      let r2 = 0;
-      for (let a = 0; a < dk; a++) r2 += (z[i * dk + a] - z[j * dk + a]) ** 2;
-      rho2[i * n + j] = r2;
-      let dq2 = 0;
-      let dv2 = 0;
-      for (let a = 0; a < dk; a++) {
-        dq[a] = q[j * dk + a] - qbar[a];
-        dv[a] = v[j * dk + a] - vbar[a];
-        dq2 += dq[a] * dq[a];
-        dv2 += dv[a] * dv[a];
-      }
-      spread += pij * dq2;
-      if (!exact) continue;
-      kMat[i * n + j] = c * pij * Math.sqrt(r2 * dv2);
-      const wk = pij * pij * r2;
-      for (let a = 0; a < dk; a++) {
-        const pa = pij * dq[a];
-        const va = pij * dv[a];
-        const ka = wk * dv[a];
-        for (let b = 0; b < dk; b++) {
-          cm[a * dk + b] += pa * dv[b];
-          vv[a * dk + b] += va * dv[b];
-          vk[a * dk + b] += ka * dv[b];
-        }
-      }
-    }
+    const mass = rowMeans(i, inp, w, s);
+    const spread = rowKeys(i, inp, exact, s, t);
     // Query path: E_i^T J_i Q = (1 - m_i) q_i qbar_i^T - C_i and C_i = sum_j P_ij dq dq^T +
     // (1 - m_i) qbar qbar^T, so E_i^T J_i Q M = -(sum_j P_ij dq dv^T + (1 - m_i)(qbar - q_i) vbar^T).
     const rest = 1 - mass;
@@ -277,21 +402,34 @@ export function l2HeadBounds(
       qbarQi += (qbar[a] - q[i * dk + a]) ** 2;
       qbar2 += qbar[a] * qbar[a];
     }
-    spreads[i] = spread;
+    t.spreads[i] = spread;
     // ||C_i'|| <= its trace part plus the rank-one correction's norm.
     const ti = spread + Math.abs(rest) * Math.sqrt(qbarQi * qbar2);
-    queryDist = Math.max(queryDist, c * Math.min(rows.exact[i] * wQc * vc, w.w * w.mNorm * ti));
+    t.queryDist = Math.max(
+      t.queryDist,
+      c * Math.min(rows.exact[i] * inp.wQc * inp.vc, w.w * w.mNorm * ti),
+    );
     if (!exact) continue;
     for (let a = 0; a < dk; a++)
       for (let b = 0; b < dk; b++) cm[a * dk + b] += rest * (qbar[a] - q[i * dk + a]) * vbar[b];
     // ||W C_i' M||^2 = lambda_max((C_i' M)^T G (C_i' M)).
     const cmt = new Float64Array(dk * dk);
     for (let a = 0; a < dk; a++) for (let b = 0; b < dk; b++) cmt[b * dk + a] = cm[a * dk + b];
-    queryCov2 = Math.max(queryCov2, top(congruence(cmt, w.g, dk, dk)));
-    covV[i] = top(vv);
-    pairSum += top(vk);
+    t.queryCov2 = Math.max(t.queryCov2, top(congruence(cmt, w.g, dk, dk)));
+    t.covV[i] = top(s.vv);
+    t.pairSum += top(s.vk);
   }
+  return t;
+}
 
+/** The key-path forms D1, D3, D4 and, with `exact`, K1, K2, K3 (c included). */
+function keyForms(
+  inp: L2Input,
+  w: L2HeadWeights,
+  t: RowTerms,
+  exact: boolean,
+): L2HeadParts["keyForms"] {
+  const { n, pm, rows, c, vc } = inp;
   // Key-path sums over the query rows i for each key j.
   let d1 = 0;
   let d3 = 0;
@@ -305,47 +443,109 @@ export function l2HeadBounds(
     for (let i = 0; i < n; i++) {
       const pij = pm[i * n + j];
       if (pij === 0 || !rows.live[i]) continue;
-      const r2 = rho2[i * n + j];
+      const r2 = t.rho2[i * n + j];
       const s = rows.exact[i];
       s1 += s * s * r2;
       s3 += s * pij * r2;
-      s4 += covV[i] * pij * r2;
-      s5 += spreads[i] * pij * r2;
+      s4 += t.covV[i] * pij * r2;
+      s5 += t.spreads[i] * pij * r2;
     }
     d1 = Math.max(d1, s1);
     d3 = Math.max(d3, s3);
     d4 = Math.max(d4, s5);
     k3 = Math.max(k3, s4);
   }
-  const forms = {
+  return {
     d1: c * vc * Math.sqrt(d1),
     d3: c * vc * Math.sqrt(d3),
     // ||Cov_i(v)|| = ||M^T C_i M|| <= ||M||^2 t_i.
     d4: c * w.mNorm * Math.sqrt(d4),
-    k1: exact ? spectralNorm(kMat, n, n) : NaN,
-    k2: exact ? c * Math.sqrt(pairSum) : NaN,
+    k1: exact ? spectralNorm(t.kMat, n, n) : NaN,
+    k2: exact ? c * Math.sqrt(t.pairSum) : NaN,
     k3: exact ? c * Math.sqrt(k3) : NaN,
   };
+}
+
+/**
+ * The per-head quantities of one L2 head at one input (docs/math.md section 2, "Local bounds of
+ * L2 attention"; {@link L2HeadQuantities}): the value, query and key paths of {@link l2HeadBounds},
+ * the row-exact ones (`l2-cov`'s, O(n^2 d_k^2)) only with the need `rowExact`.
+ *
+ * @throws RangeError on size mismatches.
+ * @example l2HeadQuantities({ n, q, p }, w, new Set()).quantities.queryDist
+ */
+export function l2HeadQuantities(
+  act: L2Activations,
+  w: L2HeadWeights,
+  needs: ReadonlySet<L2Need>,
+): { quantities: L2HeadQuantities; parts: L2HeadParts; rows: HeadRowStats } {
+  const exact = needs.has("rowExact");
+  const inp = l2Input(act, w);
+  const valuePath = inp.p * w.awv;
+  const terms = rowTerms(inp, w, exact);
+  const forms = keyForms(inp, w, terms, exact);
   const keyDist = Math.min(forms.d1, forms.d3, forms.d4);
   const keyCov = exact ? Math.min(keyDist, forms.k1, forms.k2, forms.k3) : NaN;
   // The exact query path is at most l2-dist's (docs/math.md); the min keeps it so in rounding.
-  const queryCov = exact ? Math.min(c * Math.sqrt(queryCov2), queryDist) : NaN;
-  const values: Partial<Record<L2HeadVariant, number>> = {};
-  if (variants.includes("l2-dist")) values["l2-dist"] = valuePath + queryDist + keyDist;
-  if (exact) values["l2-cov"] = valuePath + queryCov + keyCov;
-  return {
-    values,
-    parts: {
-      valuePath,
-      queryDist,
-      queryCov,
-      keyDist,
-      keyCov,
-      keyForms: forms,
-      p: normP,
-      wQc,
-      vc,
-    },
-    rows,
+  const queryDist = terms.queryDist;
+  const queryCov = exact ? Math.min(inp.c * Math.sqrt(terms.queryCov2), queryDist) : NaN;
+  const parts: L2HeadParts = {
+    valuePath,
+    queryDist,
+    queryCov,
+    keyDist,
+    keyCov,
+    keyForms: forms,
+    p: inp.p,
+    wQc: inp.wQc,
+    vc: inp.vc,
   };
+  return {
+    quantities: { n: inp.n, dk: inp.dk, rows: inp.rows, ...parts, computed: needs },
+    parts,
+    rows: inp.rows,
+  };
+}
+
+/**
+ * The attention probabilities of one L2 head in float64 from its queries (keys tied):
+ * P_i = softmax(-||q_i - q_j||^2 / sqrt(d_k)) over the allowed keys j, masked entries 0, a row
+ * with no allowed key 0 (src/nn/l2Attention.ts, recomputed so that the local bounds are for
+ * float64 probabilities).
+ *
+ * @param q [n, d_k] queries. @param allowed optional [n, n] (row = query), nonzero = may attend.
+ * @returns P [n, n] row-major.
+ * @throws RangeError when q or allowed has the wrong length.
+ * @example l2Probabilities64(Float64Array.of(0, 0), 2, 1) // [0.5, 0.5, 0.5, 0.5]
+ */
+export function l2Probabilities64(
+  q: ArrayLike<number>,
+  n: number,
+  dk: number,
+  allowed?: ArrayLike<number | boolean>,
+): Float64Array {
+  if (q.length !== n * dk)
+    throw new RangeError(
+      `l2Probabilities64: q must have n*d_k = ${n * dk} entries, got ${q.length}`,
+    );
+  if (allowed !== undefined && allowed.length !== n * n)
+    throw new RangeError(`l2Probabilities64: allowed must have n*n = ${n * n} entries`);
+  const p = new Float64Array(n * n);
+  const s = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    s.fill(-Infinity);
+    let max = -Infinity;
+    for (let j = 0; j < n; j++) {
+      if (allowed && !allowed[i * n + j]) continue;
+      let dist = 0;
+      for (let c = 0; c < dk; c++) dist += (q[i * dk + c] - q[j * dk + c]) ** 2;
+      s[j] = -dist / Math.sqrt(dk);
+      max = Math.max(max, s[j]);
+    }
+    if (max === -Infinity) continue;
+    let z = 0;
+    for (let j = 0; j < n; j++) z += s[j] === -Infinity ? 0 : Math.exp(s[j] - max);
+    for (let j = 0; j < n; j++) p[i * n + j] = s[j] === -Infinity ? 0 : Math.exp(s[j] - max) / z;
+  }
+  return p;
 }
