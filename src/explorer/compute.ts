@@ -1,6 +1,7 @@
 import { tf } from "../backend.ts";
 import { analyze } from "../analysis/analyze.ts";
-import { ALL_VARIANTS, type HeadVariant } from "../lipschitz/rules/index.ts";
+import { inRegistryOrder } from "../lipschitz/variants/index.ts";
+import type { HeadVariant } from "../lipschitz/rules/headTypes.ts";
 import { createModel } from "../nn/create.ts";
 import { parseModelConfig, type VitConfig } from "../nn/config.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -226,7 +227,7 @@ function inspectTensor(
   });
   const pick = (bounds: Record<HeadVariant, number[]>) =>
     Object.fromEntries(
-      ALL_VARIANTS.filter((v) => v in bounds).map((v) => [v, bounds[v][0]]),
+      inRegistryOrder(Object.keys(bounds)).map((v) => [v, bounds[v][0]]),
     ) as Partial<Record<HeadVariant, number>>;
   const layers: LayerBounds[] = [
     ...a.blocks.map((b, i) => ({ name: `block ${i}`, true: b.true[0], bounds: pick(b.bounds) })),

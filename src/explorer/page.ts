@@ -4,6 +4,7 @@ import { parseProbabilityRow } from "../softmax/parse.ts";
 import { sigmaQuad, sigmaTop2 } from "../softmax/closedForm.ts";
 import { counted, formatNumber } from "../util/format.ts";
 import { envelopeWithRowSpec, marginSpec, rowSigmaSpec } from "./charts.ts";
+import { boundsTable } from "./boundsTable.ts";
 import type { Inspection } from "./compute.ts";
 import { textMapsSpec, textMarginSpec, textRowSigmaSpec } from "./charts.ts";
 import type { ExplorerBackend, ExplorerReply, ExplorerRequest } from "./protocol.ts";
@@ -259,23 +260,6 @@ function setupDrawing(): void {
     ctx.fillStyle = "black";
     ctx.fillRect(0, 0, 280, 280);
   });
-}
-
-function boundsTable(r: Inspection): string {
-  // The variants in the order the worker gives them (HEAD_VARIANTS'); importing that list here
-  // would bring tfjs into the page's script, which needs none of it.
-  const variants = Object.keys(r.layers[0].bounds) as (keyof (typeof r.layers)[0]["bounds"])[];
-  const head = `<tr><th>layer</th><th>true value</th>${variants.map((v) => `<th>${v}</th>`).join("")}</tr>`;
-  const rows = r.layers.map(
-    (l) =>
-      `<tr data-layer="${l.name}" data-true="${l.true}"><th>${l.name}</th><td>${formatNumber(l.true, 4)}</td>${variants
-        .map((v) => {
-          const b = l.bounds[v]!;
-          return `<td data-variant="${v}" data-bound="${b}">${formatNumber(b, 4)}<br><small>${formatNumber(b / l.true, 3)}x</small></td>`;
-        })
-        .join("")}</tr>`,
-  );
-  return `<table class="bounds">${head}${rows.join("")}</table>`;
 }
 
 /**

@@ -1,4 +1,9 @@
 import type { TopLevelSpec } from "vega-lite";
+import {
+  findBoundVariant,
+  variantColours,
+  type VariantFamily,
+} from "../lipschitz/variants/index.ts";
 import { ENVELOPE_CURVES, envelopePoints } from "./envelope.ts";
 import {
   histogram,
@@ -16,23 +21,6 @@ import {
 
 /** Colours of the first and second run (blue, orange), the same in every chart. */
 export const RUN_COLOURS = ["#4c78a8", "#f58518"];
-
-/** Colours of the bound variants, one per variant of ALL_VARIANTS (the true value is drawn in black). */
-export const VARIANT_COLOURS = [
-  "#4c78a8",
-  "#f58518",
-  "#e45756",
-  "#72b7b2",
-  "#54a24b",
-  "#eeca3b",
-  "#b279a2",
-  "#ff9da6",
-  "#9d755d",
-  "#bab0ac",
-  "#17becf",
-  "#8c564b",
-  "#393b79",
-];
 
 function runScale(runs: string[]) {
   return { domain: runs, range: RUN_COLOURS.slice(0, runs.length) };
@@ -117,16 +105,14 @@ export function sigmaScatterSpec(rows: RunRows[], maxPoints = 1500): TopLevelSpe
  * How each bound variant family is drawn (line dash and point shape) so that overlapping
  * lines stay apart: distribution-aware variants solid with circles, prior art dashed with
  * squares, the paper's form dotted with triangles (docs/math.md section 2 says why each lies
- * where it does).
+ * where it does). A variant's family is its record's (src/lipschitz/variants/); the true value
+ * and the composition floor are "truth"; a name not registered here is drawn distribution-aware.
+ *
+ * @example variantFamily("t3-half") // "prior art"
  */
-export function variantFamily(
-  variant: string,
-): "distribution-aware" | "prior art" | "paper" | "truth" {
+export function variantFamily(variant: string): VariantFamily | "truth" {
   if (variant === "true" || variant === "composition floor") return "truth";
-  if (variant === "paper") return "paper";
-  if (variant === "t3-one" || variant === "t3-half" || variant === "castin" || variant === "kim")
-    return "prior art";
-  return "distribution-aware";
+  return findBoundVariant(variant)?.family ?? "distribution-aware";
 }
 
 const FAMILY_DASH: Record<string, number[]> = {
@@ -148,8 +134,8 @@ const FAMILY_SHAPE: Record<string, string> = {
  * network bound is a product of per-block bounds and the other factors, not a further layer.
  * The composition floor (the network bound's product with every block bound replaced by the
  * block's true value) is drawn at the network as a hollow black diamond: no layer-wise bound
- * can lie below it. Colours name variants; dashes and shapes name families
- * ({@link variantFamily}).
+ * can lie below it. Colours name variants (each its own: registry.ts variantColours; the true
+ * value and the floor black); dashes and shapes name families ({@link variantFamily}).
  */
 export function boundsSpec(
   points: BoundPoint[],
@@ -164,10 +150,7 @@ export function boundsSpec(
     type: "nominal",
     scale: {
       domain: series,
-      range: [...VARIANT_COLOURS.slice(0, variants.length), "black", "black"].slice(
-        0,
-        series.length,
-      ),
+      range: [...variantColours(variants), "black", "black"].slice(0, series.length),
     },
     title: "median of",
     legend: { labelLimit: 400, symbolStrokeWidth: 2, orient: "bottom", columns: 4 },

@@ -3,7 +3,7 @@ import { growth, MAP_NOTE, RADIUS_MEASURE_NOTE, summaryRows } from "../radius/do
 import type { InputSet, RadiusPoint, RadiusResult } from "../radius/sweep.ts";
 import { escapeHtml, figure, formatNumber, page, section, table } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
-import { VARIANT_COLOURS } from "./charts.ts";
+import { variantColours } from "../lipschitz/variants/index.ts";
 
 /**
  * The radius report (radius.html, written by `attnlip radius`): the local Lipschitz constant of
@@ -38,7 +38,7 @@ export function sweepSpec(result: RadiusResult, sweep: RadiusPoint["sweep"]): To
     type: "nominal",
     scale: {
       domain: series,
-      range: ["black", ...VARIANT_COLOURS].slice(0, series.length),
+      range: ["black", ...variantColours(result.variants)],
     },
     title: "median of",
     legend: { labelLimit: 400, symbolStrokeWidth: 2 },

@@ -1,6 +1,6 @@
 import type { TopLevelSpec } from "vega-lite";
 import { METRIC_NOTES, type StudyGroup, type StudySummary } from "../study/aggregate.ts";
-import { formatDifference, formatInterval, metricsWithValue, TABLE_VARIANTS, unfinishedNote, variantsNote } from "../study/table.ts";
+import { formatDifference, formatInterval, metricsWithValue, tableVariants, unfinishedNote, variantsNote } from "../study/table.ts";
 import { escapeHtml, figure, page, section, table, warning } from "./html.ts";
 import { renderVegaLite } from "./render.ts";
 
@@ -67,8 +67,6 @@ function wrapTitle(title: string, width = 30): string[] {
   return lines;
 }
 
-/** The network bound variants drawn against lambda: those the printed table shows (the report's table lists every variant). */
-const DRAWN_VARIANTS = new Set(TABLE_VARIANTS);
 
 /**
  * Small multiples: lambda (ordinal, in the grid's order) against each metric, the mean as a
@@ -80,7 +78,9 @@ export function lambdaSpec(group: StudyGroup, metrics: Drawn[]): TopLevelSpec {
   const lambdas = group.lambdas.map((l) => String(l.lambda));
   const rows = metricRows(group, metrics);
   const x = { field: "lambda", type: "ordinal", sort: lambdas, title: "JaSMin lambda", axis: { labelAngle: 0 } };
-  const drawn = metrics.filter((m) => !m.name.startsWith("networkRatio:") || DRAWN_VARIANTS.has(m.name.split(":")[1]));
+  // The network bound variants drawn against lambda: those the printed table shows (the report's table lists every variant).
+  const drawnVariants = new Set(tableVariants());
+  const drawn = metrics.filter((m) => !m.name.startsWith("networkRatio:") || drawnVariants.has(m.name.split(":")[1]));
   return {
     // Two columns: the page fits 800 px.
     columns: 2,

@@ -1,10 +1,20 @@
+import { boundVariants } from "../lipschitz/variants/index.ts";
 import { formatNumber, renderTable } from "../util/table.ts";
 import type { StudyGroup, StudySummary } from "./aggregate.ts";
 import type { MeanInterval } from "./statistics.ts";
 import { direction } from "./verdict.ts";
 
-/** The network bound variants the printed table shows (study.json and study.csv hold all of them). */
-export const TABLE_VARIANTS = ["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"];
+/**
+ * The network bound variants the printed table shows (study.json and study.csv hold all of them):
+ * those whose record says `summary` (src/lipschitz/variants/), in the registry's order.
+ *
+ * @example tableVariants() // ["paper", "t3-half", "t3-exact", "cov", "fused", "l2-dist", "l2-cov", "kim"]
+ */
+export function tableVariants(): string[] {
+  return boundVariants()
+    .filter((v) => v.summary === true)
+    .map((v) => v.name);
+}
 
 /**
  * The metrics of a group with a value at some lambda (a bound variant that does not apply to the
@@ -41,7 +51,7 @@ function shownMetrics(group: StudyGroup): { name: string; label: string; percent
     }),
     { name: "networkTrue", label: "median network Lipschitz, true", percent: false },
     { name: "compositionFloor", label: "median composition floor", percent: false },
-    ...TABLE_VARIANTS.filter((v) => names.includes(`networkRatio:${v}`)).map((v) => ({
+    ...tableVariants().filter((v) => names.includes(`networkRatio:${v}`)).map((v) => ({
       name: `networkRatio:${v}`,
       label: `median network bound/true, ${v}`,
       percent: false,
