@@ -1,5 +1,5 @@
 import { InputError } from "../util/errors.ts";
-import type { ImageSplit } from "./dataset.ts";
+import type { ImageSplit } from "./imageSplit.ts";
 
 /**
  * The data sets attnlip reads, registered by name: one file per source in data/sources/ and

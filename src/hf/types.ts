@@ -1,7 +1,34 @@
 import type { DecodedTensor } from "../io/safetensors.ts";
 import type { ModelConfig, ModelConfigInput } from "../nn/config.ts";
-import type { TensorEntry } from "./tensorMap.ts";
 import { InputError } from "../util/errors.ts";
+
+/**
+ * How one Hugging Face tensor becomes attnlip parameters and back: one table per architecture
+ * (vit.ts, bert.ts, gpt2.ts), read in both directions by tensorMap.ts importTensors and
+ * exportTensors, so that an import followed by an export gives the file's tensors bit
+ * for bit.
+ *
+ * Layouts:
+ * - "same": the same values in the same order (only the shape may differ, e.g. ViT's
+ *   cls_token [1, 1, d] is attnlip's cls [1, d]; Conv1D weights of GPT-2 are [in, out] as
+ *   attnlip's);
+ * - "transpose": an nn.Linear weight [out, in] is attnlip's [in, out];
+ * - "columns": a fused [in, k * out] weight (or [k * out] bias) holds k attnlip parameters side
+ *   by side (GPT-2's c_attn: W_Q, W_K, W_V);
+ * - "conv": a Conv2d weight [d, c, p, p] with kernel = stride is attnlip's patch map
+ *   [p * p * c, d], rows in (py, px, channel) order.
+ */
+export interface TensorEntry {
+  /** The tensor's name in model.safetensors. */
+  hf: string;
+  /** Its shape there. */
+  shape: number[];
+  /** The attnlip parameter(s) it holds ("columns": several, in order). */
+  at: string | string[];
+  layout: "same" | "transpose" | "columns" | "conv";
+  /** attnlip's shape for "same" when it differs from `shape`. */
+  atShape?: number[];
+}
 
 /**
  * What one Hugging Face architecture needs to be imported: how its config.json becomes an

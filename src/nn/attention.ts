@@ -1,36 +1,9 @@
 import { tf } from "../backend.ts";
-import type { L2AttentionParams } from "./l2Attention.ts";
+import type { AttentionParams, AttentionResult, L2AttentionParams } from "./attentionTypes.ts";
 import { linear } from "./linear.ts";
 import { maskOffset } from "./mask.ts";
 
-/**
- * Parameters of multi-head self-attention. W_Q, W_K, W_V, W_O are [d, d]; head h uses columns
- * h*d_k .. (h+1)*d_k - 1 of W_Q, W_K, W_V (d_k = d / heads) and rows h*d_k .. of W_O.
- * Q/K/V biases [d] are optional (config qkvBias); the output bias [d] is always present.
- */
-export interface AttentionParams {
-  wq: tf.Tensor;
-  wk: tf.Tensor;
-  wv: tf.Tensor;
-  wo: tf.Tensor;
-  bq?: tf.Tensor;
-  bk?: tf.Tensor;
-  bv?: tf.Tensor;
-  bo: tf.Tensor;
-}
-
-/**
- * Output of {@link multiHeadAttention}: out [b, n, d]; per head Q, K, V [b, heads, n, d_k]
- * (Q = X W_Q + b_Q, unscaled); probabilities P [b, heads, n, n] (rows sum to 1 over allowed
- * keys, exactly 0 at masked keys, all 0 in a fully masked row).
- */
-export type AttentionResult = {
-  out: tf.Tensor;
-  q: tf.Tensor;
-  k: tf.Tensor;
-  v: tf.Tensor;
-  p: tf.Tensor;
-};
+export type { AttentionParams, AttentionResult } from "./attentionTypes.ts";
 
 /**
  * Multi-head self-attention (Vaswani et al. 2017; notation of docs/math.md section 2):

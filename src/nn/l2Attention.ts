@@ -1,23 +1,9 @@
 import { tf } from "../backend.ts";
-import type { AttentionResult } from "./attention.ts";
+import type { AttentionResult, L2AttentionParams } from "./attentionTypes.ts";
 import { linear } from "./linear.ts";
 import { maskOffset } from "./mask.ts";
 
-/**
- * Parameters of multi-head L2 self-attention in Kim, Papamakarios and Mnih's form (L2-MHA, ICML
- * 2021, section 3.2): ONE query weight W_Q [d, d] that serves as the key's (W_K = W_Q) and enters
- * the value map too, W_V, W_O [d, d]; head h uses columns h*d_k .. (h+1)*d_k - 1 of W_Q and W_V
- * (W^{Q,h}, W^{V,h} [d, d_k], d_k = d / heads). Optional value bias bv [d] (config qkvBias), added
- * after the head's value map; no query bias: it cancels from the scores (q_i - q_j) and Kim et
- * al.'s value map X A^h has none. The output bias bo [d] is always present.
- */
-export interface L2AttentionParams {
-  wq: tf.Tensor;
-  wv: tf.Tensor;
-  wo: tf.Tensor;
-  bv?: tf.Tensor;
-  bo: tf.Tensor;
-}
+export type { L2AttentionParams } from "./attentionTypes.ts";
 
 /**
  * Multi-head L2 self-attention, Kim et al. 2021's L2-MHA (docs/math.md section 2, "L2

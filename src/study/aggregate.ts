@@ -3,8 +3,9 @@ import { join } from "node:path";
 import { stringify } from "csv-stringify/sync";
 import { InputError } from "../util/errors.ts";
 import { readRunResult, type RunResult } from "./result.ts";
-import { meanInterval, pairedDifference, type MeanInterval } from "./statistics.ts";
+import { meanInterval, pairedDifference } from "./statistics.ts";
 import { verdictLines } from "./verdict.ts";
+import type { LambdaStatistics, StudyGroup } from "./group.ts";
 import { expandGrid, readGridFile } from "./grid.ts";
 import { PRETRAIN_FOLDER, pretrainBases, readPretrained } from "./pretrain.ts";
 
@@ -17,29 +18,7 @@ import { PRETRAIN_FOLDER, pretrainBases, readPretrained } from "./pretrain.ts";
 /** The metrics of one run, by name ({@link runMetrics}). */
 export type RunMetrics = Record<string, number | null>;
 
-/** One lambda of a group: its seeds and statistics. */
-export interface LambdaStatistics {
-  lambda: number;
-  seeds: number[];
-  /** Per metric: mean and 95% interval over the seeds. */
-  metrics: Record<string, MeanInterval | null>;
-  /**
-   * Per metric: the paired difference (this lambda minus lambda 0, same seed), mean and 95%
-   * interval; absent for lambda 0 itself and when the group has no lambda 0.
-   */
-  difference?: Record<string, MeanInterval | null>;
-}
-
-/** Runs that differ only in lambda and seed. */
-export interface StudyGroup {
-  data: string;
-  model: string;
-  jasminNorm: string;
-  reduce: string;
-  lambdas: LambdaStatistics[];
-  /** The paper's claims checked on this group, one sentence each (verdict.ts verdictLines). */
-  verdict: string[];
-}
+export type { LambdaStatistics, StudyGroup } from "./group.ts";
 
 /** study.json. */
 export interface StudySummary {

@@ -1,4 +1,4 @@
-import type { StudyGroup } from "./aggregate.ts";
+import type { StudyGroup } from "./group.ts";
 import type { MeanInterval } from "./statistics.ts";
 
 /**

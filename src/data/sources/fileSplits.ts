@@ -1,4 +1,4 @@
-import type { ImageSplit } from "../dataset.ts";
+import type { ImageSplit } from "../imageSplit.ts";
 import type { ImageSourceData } from "../registry.ts";
 
 type FileSplit = { images: Float32Array; labels: Int32Array; count: number };

@@ -1,5 +1,4 @@
 import { belowCertified, gramRowsInto, matMulInto, symMaxEigenvalue } from "../linalg.ts";
-import type { LayerView } from "../layers/types.ts";
 
 /**
  * Row-wise runs (docs/math.md section 3, "Row-wise runs"). A layer is row-wise when it maps each
@@ -36,12 +35,6 @@ export function denseRowJacobian(m: Float64Array, d: number): RowJacobian {
   return { d, matrix: () => m };
 }
 
-/** The number of rows of a traced layer's input ([n, d] -> n). @throws RangeError without input. */
-export function rowsOf(view: LayerView): number {
-  if (view.input === null) throw new RangeError(`${view.name}: the trace holds no input`);
-  return view.input.shape[0];
-}
-
 function product(a: Float64Array, b: Float64Array, d: number): Float64Array {
   const out = new Float64Array(d * d);
   matMulInto(a, b, out, d, d, d);
@@ -72,7 +65,10 @@ export function rowTimes(j: RowJacobian, m: Float32Array | Float64Array): Float6
  * multiplies the others onto it from the right, then from the left, so that LayerNorms cost
  * O(d^2) each.
  */
-export function chainRowJacobian(children: readonly LayerView[], row: number): RowJacobian | null {
+export function chainRowJacobian(
+  children: readonly { rowJacobian(row: number): RowJacobian | null }[],
+  row: number,
+): RowJacobian | null {
   const js: RowJacobian[] = [];
   for (const child of children) {
     const j = child.rowJacobian(row);
