@@ -1,9 +1,20 @@
 // Imports run one way: from the commands down to the maths. Each top-level folder of src/ has a
 // rank; a file may import from its own folder or from a folder of lower rank, never upward, and
-// no import cycle exists between files (static and dynamic imports alike).
-import { test } from "node:test";
+// no import cycle exists between files: static, dynamic and type-only imports alike (a type
+// import is erased at run time, but it ties the two files' designs as much as any other; each
+// type lives on the lowest file that uses it, docs/design.md).
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 
 const src = new URL("../../src/", import.meta.url).pathname;
@@ -45,9 +56,9 @@ function files(dir: string): string[] {
 }
 
 /**
- * Relative imports of a file (static, re-exports and dynamic), resolved to absolute paths;
- * without `types`, only those that load code at run time (`import type` and `export type` are
- * erased by the compiler and cannot form a loading cycle).
+ * Relative imports of a file (static, re-exports, side-effect and dynamic), resolved to absolute
+ * paths; without `types`, only those that load code at run time (`import type` and `export type`
+ * are erased by the compiler).
  */
 function imports(file: string, types = true): string[] {
   const text = readFileSync(file, "utf8");
@@ -56,27 +67,25 @@ function imports(file: string, types = true): string[] {
     /^\s*(?:import|export)(\s+type)?\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"/gm,
   ))
     if (types || m[1] === undefined) out.push(resolve(dirname(file), m[2]));
+  for (const m of text.matchAll(/^\s*import\s*"(\.{1,2}\/[^"]+)"/gm))
+    out.push(resolve(dirname(file), m[1]));
   for (const m of text.matchAll(/\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g))
     out.push(resolve(dirname(file), m[1]));
   return out;
 }
 
-test("no file imports from a higher layer", () => {
-  const upward: string[] = [];
-  for (const f of files(src))
-    for (const target of imports(f))
-      if (rank(target) > rank(f)) upward.push(`${relative(src, f)} -> ${relative(src, target)}`);
-  assert.deepEqual(upward, []);
-});
-
-test("no import cycle between files (code that loads at run time)", () => {
-  const graph = new Map(files(src).map((f) => [f, imports(f, false)]));
+/**
+ * The import cycles of `files` (every import, type-only ones included), each as its files from
+ * the first one met, back to it, relative to `root`.
+ */
+function cycles(files: readonly string[], root: string): string[] {
+  const graph = new Map(files.map((f) => [f, imports(f)]));
   const state = new Map<string, "open" | "done">();
-  const cycles: string[] = [];
+  const found: string[] = [];
   const visit = (f: string, path: string[]) => {
     if (state.get(f) === "done") return;
     if (state.get(f) === "open") {
-      cycles.push([...path.slice(path.indexOf(f)), f].map((p) => relative(src, p)).join(" -> "));
+      found.push([...path.slice(path.indexOf(f)), f].map((p) => relative(root, p)).join(" -> "));
       return;
     }
     state.set(f, "open");
@@ -84,7 +93,58 @@ test("no import cycle between files (code that loads at run time)", () => {
     state.set(f, "done");
   };
   for (const f of graph.keys()) visit(f, []);
-  assert.deepEqual(cycles, []);
+  return found;
+}
+
+/**
+ * Cycles another change is removing (src/cli/attack*: attackRun.ts reads the flags' type from
+ * attackCommand.ts, which loads attackRun.ts on demand); tolerated, not required, until it lands.
+ */
+const KNOWN = [
+  "cli/attackRun.ts -> cli/attackCommand.ts -> cli/attackRun.ts",
+  "cli/attackCommand.ts -> cli/attackRun.ts -> cli/attackCommand.ts",
+];
+
+test("no file imports from a higher layer (type imports included)", () => {
+  const upward: string[] = [];
+  for (const f of files(src))
+    for (const target of imports(f))
+      if (rank(target) > rank(f)) upward.push(`${relative(src, f)} -> ${relative(src, target)}`);
+  assert.deepEqual(upward, []);
+});
+
+test("no import cycle between files, type-only imports included", () => {
+  assert.deepEqual(
+    cycles(files(src), src).filter((c) => !KNOWN.includes(c)),
+    [],
+  );
+});
+
+const scratch = mkdtempSync(join(tmpdir(), "attnlip-imports-"));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+test("the cycle check sees a circle made of type-only, re-exported and dynamic imports", () => {
+  const write = (name: string, text: string) => {
+    mkdirSync(dirname(join(scratch, name)), { recursive: true });
+    writeFileSync(join(scratch, name), text);
+    return join(scratch, name);
+  };
+  const typeOnly = [
+    write("a.ts", 'import type { B } from "./b.ts";\nexport interface A { b?: B }\n'),
+    write("b.ts", 'import type { A } from "./a.ts";\nexport interface B { a?: A }\n'),
+  ];
+  assert.deepEqual(cycles(typeOnly, scratch), ["a.ts -> b.ts -> a.ts"]);
+  const mixed = [
+    write("c/x.ts", 'export type * from "../d.ts";\n'),
+    write("d.ts", 'export async function load() {\n  return import("./e.ts");\n}\n'),
+    write("e.ts", 'import "./c/x.ts";\n'),
+  ];
+  assert.deepEqual(cycles(mixed, scratch), ["c/x.ts -> d.ts -> e.ts -> c/x.ts"]);
+  const none = [
+    write("f.ts", 'import { g } from "./g.ts";\n'),
+    write("g.ts", "export const g = 1;\n"),
+  ];
+  assert.deepEqual(cycles(none, scratch), []);
 });
 
 test('the library entry (src/index.ts, the package\'s "attnlip") loads no Node module, directly or through its imports', () => {
