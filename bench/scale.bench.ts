@@ -19,6 +19,7 @@ import { trainStep } from "../src/train/step.ts";
 import { AdamW } from "../src/train/optimizer.ts";
 import { microBatchFor } from "../src/train/memory.ts";
 import { renderTable } from "../src/util/table.ts";
+import { estimateAnalysis, javascriptSpeed } from "../src/analysis/estimate.ts";
 
 /**
  * Issue 35's benchmark at real size: BERT-base (post-LN, 128 tokens), a ViT-B/16 (pre-LN, 224 x
@@ -242,6 +243,31 @@ async function benchModel(spec: ScaleModel): Promise<Record<string, unknown>> {
   const oneHead = seconds(t);
   add(`head true values, every head (${PRODUCTS} products each)`, oneHead * c.heads * c.blocks, true);
 
+  // The estimate `analyze` prints before a long run (src/analysis/estimate.ts), at this run's
+  // speed (its forward trace and the JavaScript kernel timed now), beside what was measured.
+  const kernelSeconds = javascriptSpeed();
+  const estimate = estimateAnalysis(
+    {
+      blocks: c.blocks,
+      heads: c.heads,
+      dModel: c.dModel,
+      mlpHidden: c.mlpHidden,
+      tokens: trace!.blocks[0].input.shape[1] as number,
+      classes: c.classes,
+      preNorm: c.norm === "pre",
+      inputs: 1,
+      variants: ["cov", "fused"],
+      mlp: "local",
+      blockTruth: true,
+      headTruth: true,
+      iterations: PRODUCTS,
+      weightNormsCached: false,
+      workers: 1,
+    },
+    { forwardSeconds: stages[0].seconds, kernelSeconds },
+  );
+  console.log(`  analyze's estimate at this speed (JavaScript kernel ${(kernelSeconds * 1000).toFixed(1)} ms): ${estimate.stages.map((e) => `${e.stage} ${e.seconds.toFixed(1)} s`).join(", ")}`);
+
   disposeTrace(trace!);
   tf.dispose([logits, x]);
   const peak = peakMiB();
@@ -253,6 +279,7 @@ async function benchModel(spec: ScaleModel): Promise<Record<string, unknown>> {
     forwardBackwardSeconds: reference,
     stages: stages.map((s) => ({ ...s, ratioToForwardBackward: s.seconds / reference })),
     peakRssMiB: peak,
+    estimate: { kernelSeconds, stages: estimate.stages },
   };
 }
 

@@ -9,7 +9,10 @@ import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";
 import { checkDataTask, modelInputs, type ModelInputs } from "../robustness/modelInputs/index.ts";
 import { InputError } from "../util/errors.ts";
-import { stageProgress } from "../util/stageProgress.ts";
+import { duration, stageProgress } from "../util/stageProgress.ts";
+import { estimateForRun } from "../analysis/estimateRun.ts";
+import { estimateLine } from "../analysis/estimate.ts";
+import { defaultVariants } from "../lipschitz/rules/attentionHead.ts";
 import type { Analysis } from "../analysis/analyze.ts";
 import { analyzeInWorkers } from "../parallel/analyzeTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
@@ -61,6 +64,11 @@ export interface AnalyzeRun {
    * are left out (the result and the files hold everything).
    */
   print?: boolean;
+  /**
+   * Print the estimated time before starting when the estimate is at least this many seconds
+   * [60]; it costs one forward pass of the first input (src/analysis/estimate.ts).
+   */
+  estimateFrom?: number;
 }
 
 /** The analysis and the test split it was computed on. */
@@ -118,10 +126,31 @@ export async function runAnalyze(run: AnalyzeRun): Promise<AnalyzeResult> {
       );
     console.log(`analyzing ${source} on ${inputs.count} ${kind.noun} (${run.backend} backend)`);
     console.log(`  data: ${describeSplit(inputs.info)}`);
+    if (run.print !== false) printEstimate(model, inputs, run);
     return await analyzeAndWrite(model, run, source, inputs, imported, tokenizer);
   } finally {
     model.dispose();
   }
+}
+
+/** An analysis estimated to take at least this long gets an estimate line before it starts (seconds). */
+const ESTIMATE_FROM_SECONDS = 60;
+
+/**
+ * Before a long analysis: its estimated time on stderr (src/analysis/estimate.ts says how it is
+ * made), costing one forward pass of the first input. Shorter runs print nothing.
+ */
+function printEstimate(model: TransformerClassifier, inputs: ModelInputs, run: AnalyzeRun): void {
+  const estimate = estimateForRun(model, inputs.x, inputs.mask, {
+    variants: run.variants ?? defaultVariants(model.config.attention === "l2"),
+    mlp: run.mlp,
+    blockTruth: run.blockTruth,
+    headTruth: run.headTruth,
+    iterations: run.iterations,
+    workers: run.workers ?? defaultWorkers(),
+  });
+  if (estimate.total >= (run.estimateFrom ?? ESTIMATE_FROM_SECONDS))
+    console.error(`analyze: ${estimateLine(estimate, inputs.count, duration)}`);
 }
 
 /** Above this many floating-point operations per input, the exact MLP rules get a warning (about a minute in JavaScript). */

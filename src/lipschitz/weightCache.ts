@@ -101,3 +101,16 @@ export function weightSpectralNorm(
     isNorm,
   );
 }
+
+/**
+ * Whether {@link weightSpectralNorm} of this matrix would be read from the store (a store is
+ * installed and holds a valid norm for these exact contents): lets a time estimate know whether
+ * the weight norms are still to be computed.
+ *
+ * @param m row-major [rows, cols] weights. @returns false when no store is installed.
+ * @example weightSpectralNormCached(w2.data, 3072, 768)
+ */
+export function weightSpectralNormCached(m: Float32Array | Float64Array, rows: number, cols: number): boolean {
+  const s = store;
+  return s !== null && isNorm(s.get(s.key(`spectralNorm ${rows}x${cols}`, [m])));
+}

@@ -45,3 +45,15 @@ test("runAnalyze with print: false writes nothing to stderr; with print it notes
   });
   assert.equal(quiet, "");
 });
+
+test("runAnalyze prints the estimated time before starting when the estimate reaches estimateFrom (60 s by default: not for this tiny model)", async () => {
+  const short = { ...RUN, n: 1 };
+  const told = await stderrOf(() => runAnalyze({ ...short, estimateFrom: 0 }));
+  assert.match(told, /analyze: estimated time: about \d+ s for 1 input \(bounds \d+ s, network true value \d+ s;/);
+  // The estimate comes before the first progress line.
+  assert.ok(told.indexOf("estimated time") < told.indexOf("analyzed 1/1"), told);
+  const untold = await stderrOf(() => runAnalyze(short));
+  assert.doesNotMatch(untold, /estimated time/);
+  const quiet = await stderrOf(() => runAnalyze({ ...short, estimateFrom: 0, print: false }));
+  assert.equal(quiet, "");
+});
