@@ -4,7 +4,7 @@ import { TEXT_FILE_FLAGS } from "./flags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackNames, attackSpec, attacksReading, type AttackSettingName } from "../robustness/registry.ts";
+import { attackNames, attackSpec, attacksReading, type AttackSettingName } from "../robustness/attacks.ts";
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { checkpointArgumentHelp, firstFlagIssue, numberFlag, numberListFlag, optionWithDefault, resolveWorkers } from "./flags.ts";

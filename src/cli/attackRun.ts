@@ -19,7 +19,7 @@ import { defaultWorkers } from "../parallel/workerCount.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackLabel, attacksReading, type AttackSettingName } from "../robustness/registry.ts";
+import { attackLabel, attacksReading, type AttackSettingName } from "../robustness/attacks.ts";
 
 export type { AttackRecord };
 

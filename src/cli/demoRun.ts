@@ -6,7 +6,7 @@ import { runAnalyze } from "./analyzeRun.ts";
 import type { Analysis } from "../analysis/analyze.ts";
 import { runAttack, type AttackRecord } from "./attackRun.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackLabel, orderAttacks } from "../robustness/registry.ts";
+import { attackLabel, orderAttacks } from "../robustness/attacks.ts";
 import { buildReport, writeReport } from "../report/index.ts";
 import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { renderTable, formatNumber } from "../util/table.ts";

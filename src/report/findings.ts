@@ -1,4 +1,4 @@
-import { attackLabel, orderAttacks } from "../robustness/registry.ts";
+import { attackLabel, orderAttacks } from "../robustness/attacks.ts";
 import { layerSummaries } from "./data.ts";
 import { formatNumber, formatPercent } from "./html.ts";
 import type { RunData } from "./load.ts";

@@ -39,7 +39,7 @@ import {
 } from "./html.ts";
 import { findingsOf, type Findings } from "./findings.ts";
 import { loadRun, type RunData } from "./load.ts";
-import { attackLabel, attacksReading, orderAttacks } from "../robustness/registry.ts";
+import { attackLabel, attacksReading, orderAttacks } from "../robustness/attacks.ts";
 import { renderVegaLite } from "./render.ts";
 import type { Summary } from "../stats.ts";
 

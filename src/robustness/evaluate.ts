@@ -1,14 +1,14 @@
 import { AttackTally, resolveAttacks } from "./tally.ts";
+import type { AttackName, AttackOutcome, RobustnessAtEps, RobustnessEvaluation } from "./tally.ts";
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
 import { attackWho, imageSpace, type InputSpace } from "./inputSpace.ts";
 import { labelTensor, predictClasses, type ClipRange, type Labels } from "./loss.ts";
 import { checkCount, defaultStepSize, resolveAttackOptions, type AttackNorm } from "./options.ts";
-import { attackSpec } from "./registry.ts";
+import { attackSpec } from "./attacks.ts";
 
-/** The name of a registered attack (registry.ts: "pgd", "fgsm", and whatever else is registered). */
-export type AttackName = string;
+export type { AttackName, AttackOutcome, RobustnessAtEps, RobustnessEvaluation };
 
 /** Options of {@link evaluateRobustness} and {@link evaluateIn}. Defaults in brackets. */
 export interface EvaluateRobustnessOptions {
@@ -44,48 +44,6 @@ export interface EvaluateRobustnessOptions {
    * (a worker's slice of whole batches), so each batch keeps its random-start stream [0].
    */
   batchOffset?: number;
-}
-
-/** One attack at one radius. */
-export interface AttackOutcome {
-  /** Fraction of ALL examples classified correctly both clean and under attack, in [0, 1]. */
-  robustAccuracy: number;
-  /** Per example [n]: 1 when the example was correct clean and the attack made it wrong. */
-  success: Uint8Array;
-  /**
-   * Per example [n]: 1 when the loss gradient with respect to the input was exactly zero
-   * where the attack looked (FGSM: at x; PGD: at one or more steps). All 0 at eps 0.
-   */
-  zeroGradient: Uint8Array;
-  /**
-   * Fraction of ALL examples flagged in zeroGradient, in [0, 1]; null at eps 0 (no attack
-   * ran). Above 0, the robust accuracy of those examples reflects gradient masking (the
-   * attack had no direction), not robustness.
-   */
-  zeroGradientFraction: number | null;
-}
-
-/** Results at one radius. */
-export interface RobustnessAtEps {
-  eps: number;
-  /** The step size of iterative attacks at this eps (the default rule or the given one). */
-  stepSize: number;
-  /** Outcome per attack run, by registered name (an attack not run is absent). */
-  attacks: Partial<Record<AttackName, AttackOutcome>>;
-}
-
-/** What {@link evaluateRobustness} returns. */
-export interface RobustnessEvaluation {
-  /** Examples evaluated. */
-  count: number;
-  /** Fraction classified correctly without attack, in [0, 1]. */
-  cleanAccuracy: number;
-  /** Per example [n]: 1 when classified correctly without attack. */
-  cleanCorrect: Uint8Array;
-  /** One entry per eps, in the order given. */
-  results: RobustnessAtEps[];
-  /** Wall time, seconds. */
-  seconds: number;
 }
 
 /**

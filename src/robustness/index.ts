@@ -89,7 +89,7 @@ export {
   type AttackOptionSpec,
   type AttackSettingName,
   type AttackSpec,
-} from "./registry.ts";
+} from "./attacks.ts";
 export { ATTACK_DEFAULTS, type DefaultRadii } from "./defaults.ts";
 export {
   AttackFileSchema,

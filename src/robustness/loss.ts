@@ -2,7 +2,8 @@ import { InputError } from "../util/errors.ts";
 import { tf } from "../backend.ts";
 import { crossEntropy } from "../train/loss.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
-import type { AttackNorm } from "./options.ts";
+// The threat model's type from defaults.ts (options.ts, which names it AttackNorm, imports this file).
+import type { DefaultNorm as AttackNorm } from "./defaults.ts";
 
 /**
  * What the attacks share: the loss they ascend (cross-entropy on the true label, model in

@@ -2,9 +2,6 @@ import type { tf } from "../backend.ts";
 import type { InputBatch, InputSpace } from "./inputSpace.ts";
 import type { ZeroGradientFn } from "./loss.ts";
 import type { ResolvedAttackSettings } from "./options.ts";
-import { FGSM_ATTACK } from "./fgsm.ts";
-import { PGD_ATTACK } from "./pgd.ts";
-import { APGD_ATTACK } from "./apgd.ts";
 
 /**
  * The attack registry: every attack registers once, by name, with what it reads of the shared
@@ -13,8 +10,12 @@ import { APGD_ATTACK } from "./apgd.ts";
  * --attack choices and --help), attack.json (`robust` and `zeroGradient` per attack), the
  * report's columns and the demo all take the list from here. Adding an attack is one file
  * (torchattacks style: its docstring names the paper, the norm, the arguments with defaults,
- * the input range and the shapes) and one {@link registerAttack} call (built-ins: the list at
- * the end of this file).
+ * the input range and the shapes) and one {@link registerAttack} call (built-ins: attacks.ts,
+ * which registers them and re-exports this module; read the registry through attacks.ts so
+ * that they are there).
+ *
+ * This file holds the types the attack files implement and imports none of them, so that no
+ * import runs back from an attack to the registry that lists it.
  */
 
 /** The shared settings an attack may read (beside norm and eps, which every attack takes). */
@@ -105,7 +106,7 @@ export function unregisterAttack(name: string): boolean {
 }
 
 /**
- * The registered attacks' names, in registration order (built-ins: pgd, fgsm, apgd).
+ * The registered attacks' names, in registration order (built-ins, attacks.ts: pgd, fgsm, apgd).
  *
  * @example attackNames() // ["pgd", "fgsm", "apgd"]
  */
@@ -158,8 +159,3 @@ export function orderAttacks(names: Iterable<string>): string[] {
   const set = new Set(names);
   return [...attackNames().filter((n) => set.has(n)), ...[...set].filter((n) => !REGISTRY.has(n))];
 }
-
-// The built-in attacks. Adding one: a file like pgd.ts exporting its spec, and a line here.
-registerAttack(PGD_ATTACK);
-registerAttack(FGSM_ATTACK);
-registerAttack(APGD_ATTACK);

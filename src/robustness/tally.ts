@@ -1,13 +1,57 @@
 import { tf } from "../backend.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
-import { attackNames } from "./registry.ts";
-import type {
-  AttackName,
-  AttackOutcome,
-  EvaluateRobustnessOptions,
-  RobustnessAtEps,
-  RobustnessEvaluation,
-} from "./evaluate.ts";
+import { attackNames } from "./attacks.ts";
+
+/**
+ * The bookkeeping of a robustness evaluation, and the types of its result (kept here, the
+ * lowest file that fills them; evaluate.ts re-exports them).
+ */
+
+/** The name of a registered attack (attacks.ts: "pgd", "fgsm", and whatever else is registered). */
+export type AttackName = string;
+
+/** One attack at one radius. */
+export interface AttackOutcome {
+  /** Fraction of ALL examples classified correctly both clean and under attack, in [0, 1]. */
+  robustAccuracy: number;
+  /** Per example [n]: 1 when the example was correct clean and the attack made it wrong. */
+  success: Uint8Array;
+  /**
+   * Per example [n]: 1 when the loss gradient with respect to the input was exactly zero
+   * where the attack looked (FGSM: at x; PGD: at one or more steps). All 0 at eps 0.
+   */
+  zeroGradient: Uint8Array;
+  /**
+   * Fraction of ALL examples flagged in zeroGradient, in [0, 1]; null at eps 0 (no attack
+   * ran). Above 0, the robust accuracy of those examples reflects gradient masking (the
+   * attack had no direction), not robustness.
+   */
+  zeroGradientFraction: number | null;
+}
+
+/** Results at one radius. */
+export interface RobustnessAtEps {
+  eps: number;
+  /** The step size of iterative attacks at this eps (the default rule or the given one). */
+  stepSize: number;
+  /** Outcome per attack run, by registered name (an attack not run is absent). */
+  attacks: Partial<Record<AttackName, AttackOutcome>>;
+}
+
+/** What an evaluation returns. */
+export interface RobustnessEvaluation {
+  /** Examples evaluated. */
+  count: number;
+  /** Fraction classified correctly without attack, in [0, 1]. */
+  cleanAccuracy: number;
+  /** Per example [n]: 1 when classified correctly without attack. */
+  cleanCorrect: Uint8Array;
+  /** One entry per eps, in the order given. */
+  results: RobustnessAtEps[];
+  /** Wall time, seconds. */
+  seconds: number;
+}
+
 
 /**
  * The attacks an evaluation runs (registered names; ATTACK_DEFAULTS.attacks = fgsm and pgd by
@@ -17,7 +61,7 @@ import type {
  * @example resolveAttacks({ attack: ["pgd", "pgd"], eps: [0.1] }, "me") // ["pgd"]
  */
 export function resolveAttacks(
-  options: Pick<EvaluateRobustnessOptions, "attack" | "eps">,
+  options: { attack?: AttackName | readonly AttackName[]; eps: readonly number[] },
   who: string,
 ): AttackName[] {
   const asked: readonly AttackName[] =

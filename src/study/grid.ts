@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { readJsonFile } from "./jsonFile.ts";
 import { JASMIN_MAX_LAMBDA, JASMIN_NORMS, JASMIN_REDUCTIONS, type JasminNorm, type JasminReduce } from "../train/jasmin.ts";
-import { attackNames } from "../robustness/registry.ts";
+import { attackNames } from "../robustness/attacks.ts";
 import { InputError } from "../util/errors.ts";
 import { issueReason } from "../util/zodIssue.ts";
 

@@ -1,0 +1,29 @@
+import { APGD_ATTACK } from "./apgd.ts";
+import { FGSM_ATTACK } from "./fgsm.ts";
+import { PGD_ATTACK } from "./pgd.ts";
+import { registerAttack } from "./registry.ts";
+
+/**
+ * The built-in attacks, registered once, in this order (the order of --attack's choices, of
+ * attack.json's columns and of the report's): PGD, FGSM, APGD. Adding one: a file like pgd.ts
+ * exporting its spec, and a line here (or registerAttack from outside). Read the registry
+ * through this module, so that the built-ins are registered before anything asks for them;
+ * registry.ts holds the types and the map, and imports no attack.
+ */
+registerAttack(PGD_ATTACK);
+registerAttack(FGSM_ATTACK);
+registerAttack(APGD_ATTACK);
+
+export {
+  attackLabel,
+  attackNames,
+  attackSpec,
+  attacksReading,
+  orderAttacks,
+  registerAttack,
+  unregisterAttack,
+  type AttackContext,
+  type AttackOptionSpec,
+  type AttackSettingName,
+  type AttackSpec,
+} from "./registry.ts";
