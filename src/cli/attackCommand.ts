@@ -19,6 +19,9 @@ export interface RawAttackOptions {
   steps?: string;
   stepSize?: string;
   restarts?: string;
+  queries?: string;
+  targets?: string;
+  rangeCheck?: boolean;
   n?: string;
   batch?: string;
   seed?: string;
@@ -42,6 +45,9 @@ const FLAGS: Record<keyof RawAttackOptions, string> = {
   steps: "--steps",
   stepSize: "--step-size",
   restarts: "--restarts",
+  queries: "--queries",
+  targets: "--targets",
+  rangeCheck: "--no-range-check",
   n: "--n",
   batch: "--batch",
   seed: "--seed",
@@ -123,6 +129,8 @@ const AttackFlagsSchema = z.object({
   steps: numberFlag(COUNT(10000)).optional(),
   stepSize: numberFlag({ above: 0 }).optional(),
   restarts: numberFlag(COUNT(100)).optional(),
+  queries: numberFlag(COUNT(1000000)).optional(),
+  targets: numberFlag(COUNT(1000)).optional(),
   n: numberFlag(COUNT(10000)).optional(),
   batch: numberFlag(COUNT(4096)).optional(),
   seed: numberFlag(SEED).optional(),
@@ -155,11 +163,21 @@ export interface AttackFlags {
   data: string;
   norm: "linf" | "l2";
   eps: number[];
-  steps: number;
+  /** Steps of every iterative attack; null = each attack's own (PGD 10, the APGD attacks 100). */
+  steps: number | null;
   /** null = the default rule 2.5 * eps / steps. */
   stepSize: number | null;
-  /** Runs from new random starts of the attacks that restart (APGD). */
+  /** Runs from new random starts of the attacks that restart (APGD; APGD-T: per target). */
   restarts: number;
+  /** Square's query budget per input. */
+  queries: number;
+  /** APGD-T's target classes. */
+  targets: number;
+  /**
+   * Run the range check (the attacks again at the radius of the whole input range, for the
+   * masking checks); the command's default is on (--no-range-check turns it off).
+   */
+  rangeCheck: boolean;
   n: number;
   batch: number;
   seed: number;
@@ -185,6 +203,8 @@ export function unreadSettingWarnings(raw: RawAttackOptions, attacks: readonly s
     ["steps", "--steps"],
     ["stepSize", "--step-size"],
     ["restarts", "--restarts"],
+    ["queries", "--queries"],
+    ["targets", "--targets"],
   ] as const;
   const out: string[] = [];
   for (const [key, flag] of settings) {
@@ -196,7 +216,8 @@ export function unreadSettingWarnings(raw: RawAttackOptions, attacks: readonly s
 
 /**
  * Validates the attack command's flags and fills the defaults (ATTACK_DEFAULTS: mnist, linf,
- * eps by norm, 10 steps, step size by rule, n 64, batch 32, seed 0, fgsm and pgd, wasm). Radii
+ * eps by norm, each attack's own steps (PGD 10, APGD 100), step size by rule, 5000 Square
+ * queries, 9 APGD-T targets, n 64, batch 32, seed 0, fgsm and pgd, the range check, wasm). Radii
  * are checked here only for what holds in every input space (finite, >= 0); their upper limit
  * depends on the data (images: the pixel range and the image size; text embeddings: none) and
  * is checked by runAttack.
@@ -217,9 +238,12 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
     data: f.data ?? d.data,
     norm,
     eps,
-    steps: f.steps ?? d.steps,
+    steps: f.steps ?? null,
     stepSize: f.stepSize ?? d.stepSize,
     restarts: f.restarts ?? d.restarts,
+    queries: f.queries ?? d.queries,
+    targets: f.targets ?? d.targets,
+    rangeCheck: raw.rangeCheck !== false,
     n: f.n ?? d.n,
     batch: f.batch ?? d.batch,
     seed: f.seed ?? d.seed,
@@ -232,8 +256,9 @@ export function parseAttackFlags(raw: RawAttackOptions): AttackFlags {
 }
 
 /**
- * `attnlip attack [DIR]`: clean and robust accuracy (FGSM, PGD; l_inf or l_2) of a trained
- * checkpoint (or a random-init preset) on the first N test examples, plus the median
+ * `attnlip attack [DIR]`: clean and robust accuracy under the registered attacks (FGSM, PGD,
+ * APGD-CE, APGD-DLR, APGD-T, Square, AutoAttack; l_inf or l_2) of a trained checkpoint (or a
+ * random-init preset) on the first N test examples, the masking checks, plus the median
  * Lipschitz proxy radius; writes DIR/attack.json (or --out).
  */
 export function attackCommand(): Command {
@@ -255,9 +280,12 @@ export function attackCommand(): Command {
     .addOption(optionWithDefault("--encoding <name>", "text data files: the character encoding, e.g. utf-8, windows-1252", "the checkpoint's, else auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252"))
     .addOption(optionWithDefault("--norm <norm>", "threat model: linf or l2", String(d.norm)))
     .addOption(optionWithDefault("--eps <list>", "radii separated by commas, e.g. 0,0.05,0.1 (images: linf at most the width of the pixel range, l2 at most its diameter, sqrt(H*W*C) on [0, 1]; text embeddings: no upper limit)", `images: ${eps(d.eps.image)}; text (embedding units): ${eps(d.eps.text)}`))
-    .addOption(optionWithDefault("--steps <k>", `steps of the iterative attacks (${usersOf("steps")})`, String(d.steps)))
+    .addOption(optionWithDefault("--steps <k>", `steps of the iterative attacks (${usersOf("steps")})`, `each attack's own: pgd ${d.steps}, the apgd attacks ${d.apgdSteps} (the paper's)`))
     .addOption(optionWithDefault("--step-size <a>", `step size of the iterative attacks (${usersOf("stepSize")})`, "2.5 * eps / steps"))
-    .addOption(optionWithDefault("--restarts <k>", `runs from new random starts, an input counting as broken when any run breaks it (${usersOf("restarts")})`, String(d.restarts)))
+    .addOption(optionWithDefault("--restarts <k>", `runs from new random starts, an input counting as broken when any run breaks it (${usersOf("restarts")}; apgd-t: per target class)`, String(d.restarts)))
+    .addOption(optionWithDefault("--queries <k>", `query budget per input of the score-based attacks (${usersOf("queries")}); lower it to cut the time`, `${d.queries}, AutoAttack's`))
+    .addOption(optionWithDefault("--targets <k>", `target classes of the targeted attacks, the top k after the true one (${usersOf("targets")}; at most classes - 1 are used)`, `${d.targets}, AutoAttack's`))
+    .option("--no-range-check", "skip the range check: by default the attacks run once more at the radius of the whole input range (images: the pixel range; text: the range of the inputs' embedding entries), where an attack with a usable gradient breaks every input, for the masking checks")
     .addOption(optionWithDefault("--n <int>", "the first n test examples", String(d.n)))
     .addOption(optionWithDefault("--batch <int>", "examples per pass", String(d.batch)))
     .addOption(optionWithDefault("--seed <int>", `seed of the random starts (${usersOf("seed")}) and --random-init; also of the data split, except for a checkpoint on its own data, which is always evaluated on its held-out split`, String(d.seed)))

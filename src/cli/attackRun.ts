@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { useBackend } from "../backend.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
-import { formatNumber, renderTable } from "../util/table.ts";
+import { formatNumber } from "../util/table.ts";
 import type { AttackFlags } from "./attackCommand.ts";
 import { describeSplit, type TrainedData } from "../data/evaluationInputs.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
@@ -12,22 +12,29 @@ import { writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { summarize } from "../stats.ts";
-import type { RobustnessEvaluation } from "../robustness/evaluate.ts";
+import { rangeRadius, type RobustnessEvaluation } from "../robustness/evaluate.ts";
 import type { LipschitzProxy } from "../robustness/lipschitzProxy.ts";
 import { attackInWorkers } from "../parallel/attackTask.ts";
 import { defaultWorkers } from "../parallel/workerCount.ts";
 import { checkDataTask, modelInputs, type ModelInputKind } from "../robustness/modelInputs/index.ts";
 import { AttackFileSchema, type AttackRecord } from "../robustness/attackFile.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
-import { attackLabel, attacksReading, type AttackSettingName } from "../robustness/attacks.ts";
+import {
+  attackLabel,
+  attacksReading,
+  checkAttackClasses,
+  type AttackSettingName,
+} from "../robustness/attacks.ts";
+import { attackLines, attackResultsOf, attackSettingsOf, uniformSteps } from "../robustness/attackSummary.ts";
 
 export type { AttackRecord };
 
 /**
  * What `attnlip attack` was asked to do (validated flags plus the checkpoint folder). Every
  * flag may be left out programmatically: the CLI's defaults apply, except that `data`
- * defaults to the checkpoint's own data for a text model (else mnist) and `eps` to
- * {@link DEFAULT_TEXT_EPS} for a text model (else DEFAULT_EPS).
+ * defaults to the checkpoint's own data for a text model (else mnist), `eps` to
+ * {@link DEFAULT_TEXT_EPS} for a text model (else DEFAULT_EPS), and `rangeCheck` to false
+ * (the command turns it on; the demo and the study leave it off unless they ask).
  */
 export type AttackRun = Partial<AttackFlags> & {
   checkpoint?: string;
@@ -44,9 +51,6 @@ export type AttackRun = Partial<AttackFlags> & {
  * is over the whole sequence).
  */
 export const DEFAULT_TEXT_EPS = ATTACK_DEFAULTS.eps.text;
-
-const percent = (v: number | null | undefined) =>
-  v === null || v === undefined ? "-" : `${(100 * v).toFixed(2)}%`;
 
 /**
  * Loads the model (checkpoint or preset) and the first n held-out test examples of its kind
@@ -95,38 +99,20 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
         "attack",
       );
     checkDataTask(kind, run.data, "attack");
+    // Before any work: an attack that cannot run on the model's class count is refused, and
+    // one that runs reduced says so.
+    for (const note of checkAttackClasses(run.attacks, model.config.classes, run.targets, "attack: --attack"))
+      console.error(`attack: note: ${note}`);
     if (out !== undefined) refuseToReplace([out], partial.force === true, "attack", "FILE");
     const prepared = await prepare(model, kind, run, source, tokenizer, trained, imported, labels);
     const { evaluation, proxy, count, spec, split } = prepared;
     const attacks = [...new Set(run.attacks)];
-    const results = evaluation.results.map((r) => ({
-      eps: r.eps,
-      robust: Object.fromEntries(attacks.map((a) => [a, r.attacks[a]?.robustAccuracy ?? null])),
-      zeroGradient: Object.fromEntries(
-        attacks.map((a) => [a, r.attacks[a]?.zeroGradientFraction ?? null]),
-      ),
-    }));
-    console.log(
-      renderTable(
-        ["eps", ...attacks.map((a) => `${attackLabel(a)} robust acc`), "clean acc"],
-        results.map((r) => [
-          formatNumber(r.eps),
-          ...attacks.map((a) => percent(r.robust[a])),
-          percent(evaluation.cleanAccuracy),
-        ]),
-      ),
-    );
-    const masked = results.flatMap((r) =>
-      attacks
-        .filter((a) => (r.zeroGradient[a] ?? 0) > 0)
-        .map(
-          (a) => `${attackLabel(a)} at eps ${formatNumber(r.eps)}: ${percent(r.zeroGradient[a])}`,
-        ),
-    );
-    if (masked.length > 0)
-      console.error(
-        `attack: warning: inputs with an exactly zero loss gradient (robust accuracy there is gradient masking, not robustness): ${masked.join("; ")}`,
-      );
+    const attackSettings = attackSettingsOf(attacks, run);
+    const steps = uniformSteps(attackSettings);
+    const recorded = attackResultsOf(evaluation, attacks, model.config.classes, prepared.rangeWhat);
+    const lines = attackLines(recorded, attacks, evaluation.cleanAccuracy);
+    for (const line of lines.out) console.log(line);
+    for (const line of lines.err) console.error(line);
     const finite = Array.from(proxy.radii).filter(Number.isFinite);
     const s = finite.length > 0 ? summarize(finite, "proxy radii") : null;
     console.log(
@@ -140,13 +126,15 @@ export async function runAttack(request: AttackRun): Promise<AttackRecord> {
       split,
       n: count,
       norm: run.norm,
-      steps: run.steps,
+      ...(steps !== undefined ? { steps } : {}),
       stepSize: run.stepSize,
       // Recorded when an attack that restarts ran (APGD).
       ...(attacksReading("restarts", run.attacks).length > 0 ? { restarts: run.restarts } : {}),
       seed: run.seed,
+      attackSettings,
+      ...(evaluation.notes.length > 0 ? { notes: evaluation.notes } : {}),
       cleanAccuracy: evaluation.cleanAccuracy,
-      results,
+      ...recorded,
       proxy: {
         median: s?.median ?? null,
         q1: s?.q1 ?? null,
@@ -176,9 +164,13 @@ function attackRunDefaults(): AttackFlags {
     data: d.data,
     norm: d.norm,
     eps: [...d.eps.image[d.norm]],
-    steps: d.steps,
+    steps: null,
     stepSize: d.stepSize,
     restarts: d.restarts,
+    queries: d.queries,
+    targets: d.targets,
+    // Off for programmatic runs (the demo, the study); the command's flags turn it on.
+    rangeCheck: false,
     n: d.n,
     batch: d.batch,
     seed: d.seed,
@@ -200,6 +192,8 @@ interface Prepared {
   count: number;
   spec: string;
   split: EvaluationSplit;
+  /** What the range check's radius is, in words (absent when it did not run). */
+  rangeWhat?: string;
 }
 
 /** Library InputErrors (data, held-out checks) become the CLI's one-line usage errors. */
@@ -228,14 +222,25 @@ function announce(
     "attack",
     (done, total) => `  attacked ${done}/${total} (each: one batch of up to ${run.batch} inputs at one eps with one attack)`,
   );
-  // Each setting only for the attacks that read it (registry: each attack's options).
-  const readers = (setting: AttackSettingName) =>
-    attacksReading(setting, run.attacks).map(attackLabel).join("/");
+  // Each setting only for the attacks that read it (registry: each attack's options), with
+  // each attack's own value where it differs (steps: PGD 10, APGD 100 unless --steps).
+  const settings = attackSettingsOf(run.attacks, run);
+  const readers = (setting: AttackSettingName) => {
+    const byValue = new Map<string, string[]>();
+    for (const a of attacksReading(setting, run.attacks)) {
+      const v = String(settings[a][setting] ?? "");
+      byValue.set(v, [...(byValue.get(v) ?? []), attackLabel(a)]);
+    }
+    return [...byValue].map(([v, labels]) => ({ v, who: labels.join("/") }));
+  };
   const parts = [
-    readers("steps") && `${run.steps} ${readers("steps")} steps`,
-    readers("stepSize") && `${readers("stepSize")} step size ${run.stepSize ?? "2.5 * eps / steps"}`,
-    readers("restarts") && run.restarts > 1 && `${run.restarts} ${readers("restarts")} runs`,
-  ].filter((p): p is string => typeof p === "string" && p !== "");
+    ...readers("steps").map(({ v, who }) => `${v} ${who} steps`),
+    ...readers("stepSize").map(({ who }) => `${who} step size ${run.stepSize ?? "2.5 * eps / steps"}`),
+    ...(run.restarts > 1 ? readers("restarts").map(({ v, who }) => `${v} ${who} runs`) : []),
+    ...readers("targets").map(({ v, who }) => `${v} ${who} targets`),
+    ...readers("queries").map(({ v, who }) => `${v} ${who} queries`),
+    run.rangeCheck ? "range check" : "",
+  ].filter((p) => p !== "");
   console.log(
     `attacking ${source} on ${count} ${what}: ${[run.norm, run.attacks.join(" + "), ...parts].join(", ")} (${run.backend} backend)`,
   );
@@ -249,9 +254,11 @@ function evaluationOptions(run: ResolvedRun, onProgress: (done: number, total: n
     attack: run.attacks,
     norm: run.norm,
     eps: run.eps,
-    steps: run.steps,
+    steps: run.steps ?? undefined,
     stepSize: run.stepSize,
     restarts: run.restarts,
+    queries: run.queries,
+    targets: run.targets,
     batchSize: run.batch,
     seed: run.seed,
     onWarning: (m: string) => console.error(`attack: warning: ${m}`),
@@ -282,14 +289,25 @@ async function prepare(
     .catch(asInputError);
   try {
     inputs.checkEps(run.eps, run.norm, "attack");
+    // The radius of the whole input range, for the range check (from all inputs, before the
+    // workers split them).
+    const range = run.rangeCheck ? rangeRadius(inputs.space, run.norm, run.batch) : null;
     const p = announce(run, source, inputs.count, kind.attackNoun, inputs.info);
     const { evaluation, proxy } = await attackInWorkers(model, inputs, {
       ...evaluationOptions(run, p.onProgress),
+      rangeEps: range?.max ?? null,
       workers: run.workers ?? defaultWorkers(),
       backend: run.backend,
     });
     p.end();
-    return { evaluation, proxy, count: inputs.count, spec: inputs.spec, split: inputs.info };
+    return {
+      evaluation,
+      proxy,
+      count: inputs.count,
+      spec: inputs.spec,
+      split: inputs.info,
+      ...(range !== null ? { rangeWhat: range.what } : {}),
+    };
   } finally {
     inputs.dispose();
   }

@@ -1,10 +1,12 @@
 import { tf } from "../backend.ts";
 import { crossEntropy } from "../train/loss.ts";
 import {
+  checkGradient,
   checkLogitRows,
+  crossEntropyExcess,
   predictClasses,
+  reportNonFiniteGradient,
   reportZeroGradient,
-  zeroGradientRows,
   type LogitsFn,
   type ZeroGradientFn,
 } from "./loss.ts";
@@ -12,6 +14,8 @@ import type { AttackNorm, ResolvedAttackSettings } from "./options.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
 import { projectClip, randomStartPoint, signOf, unitDirection } from "./steps.ts";
+
+export { crossEntropyExcess };
 
 /** The loss, the prediction and the loss gradient of every example of a batch at one point. */
 export interface LossPoint {
@@ -31,50 +35,45 @@ export interface LossPoint {
 export type LossPointFn = (x: tf.Tensor) => LossPoint;
 
 /**
- * The cross-entropy of the true class less its value at equal logits, CE - ln C, in float64
- * from one row of logits z: CE - ln C = log(sum_j exp(z_j - z_y) / C)
- * = log1p(sum_{j != y} expm1(z_j - z_y) / C). This is the quantity APGD compares (see
- * {@link APGD_ATTACK}): the same objective as the cross-entropy shifted by a constant, but
- * computed from the logit differences, so it keeps their relative precision where the
- * cross-entropy itself sits near ln C and float32 cannot tell two values apart (logits scaled
- * by 1e-10: CE = ln 10 + O(1e-10), while float32's resolution at ln 10 is 2.4e-7). Where a
- * difference exceeds about 709 (expm1 overflows) the logsumexp form is used instead. A logit
- * of -inf (a masked class) adds expm1(-inf) = -1; a true class at -inf gives +inf.
- *
- * @param logits row-major [rows, classes] values (a valid row: see checkLogitRows).
- * @param classes C >= 1; @param row the row; @param label the true class y in 0..C-1.
- * @returns CE - ln C (nats, in [-ln C, +inf]).
- * @example crossEntropyExcess([1e-10, 0, 0], 3, 0, 0) // -6.667e-11 (float32 CE: ln 3 exactly)
+ * A loss the APGD loop ascends: its batch sum as a tensor (whose input gradient gives each
+ * example's own, as examples do not mix) and one row's value in float64 from the logits (what
+ * the step-size rule compares). Cross-entropy here; the DLR losses in apgdDlr.ts and
+ * apgdTargeted.ts.
  */
-export function crossEntropyExcess(
-  logits: ArrayLike<number>,
-  classes: number,
-  row: number,
-  label: number,
-): number {
-  const o = row * classes;
-  const zy = logits[o + label];
-  if (zy === -Infinity) return Infinity;
-  let t = 0;
-  for (let j = 0; j < classes; j++) if (j !== label) t += Math.expm1(logits[o + j] - zy);
-  if (Number.isFinite(t)) return Math.log1p(t / classes);
-  let m = -Infinity;
-  for (let j = 0; j < classes; j++) m = Math.max(m, logits[o + j]);
-  let s = 0;
-  for (let j = 0; j < classes; j++) s += Math.exp(logits[o + j] - m);
-  return m + Math.log(s) - zy - Math.log(classes);
+export interface AttackLoss {
+  /** Name in messages, e.g. "cross-entropy". */
+  name: string;
+  /** The summed loss of a batch, a scalar: logits float32 [b, C], labels int32 [b]. */
+  sum(logits: tf.Tensor, labels: tf.Tensor): tf.Scalar;
+  /**
+   * Row `row`'s loss in float64 from row-major logits [rows, C], or any strictly increasing
+   * function of that row's term of `sum` (APGD only asks which of two values is larger).
+   */
+  value(logits: ArrayLike<number>, classes: number, row: number, label: number): number;
 }
 
 /**
+ * The cross-entropy of the true label as APGD-CE ascends it: the float32 sum for the gradient,
+ * {@link crossEntropyExcess} (CE - ln C in float64 from the logit differences) for the
+ * comparisons.
+ */
+export const CROSS_ENTROPY_LOSS: AttackLoss = {
+  name: "cross-entropy",
+  sum: (logits, labels) => crossEntropy(logits, labels, "sum", "apgd"),
+  value: crossEntropyExcess,
+};
+
+/**
  * Per-example loss, correctness and input gradient from one forward and one backward pass
- * (the gradient of the summed cross-entropy: row i is example i's own, as examples do not
- * mix). The loss is {@link crossEntropyExcess} (CE - ln C in float64 from the logits, read
- * back once per call), so APGD's comparisons see progress wherever the logits change, at any
- * logit scale; the gradient is the float32 cross-entropy's.
+ * (the gradient of the summed loss: row i is example i's own, as examples do not mix). With
+ * the default loss the value is {@link crossEntropyExcess} (CE - ln C in float64 from the
+ * logits, read back once per call), so APGD's comparisons see progress wherever the logits
+ * change, at any logit scale; the gradient is the float32 cross-entropy's.
  *
  * @param logitsFn inputs -> logits [b, C], inference mode.
  * @param labels int32 [b] (kept by the caller).
  * @param mask zeroes the gradient entries that must not move (an input space's mask), or absent.
+ * @param loss the loss ascended [{@link CROSS_ENTROPY_LOSS}].
  * A logit of -inf (a class the model rules out) is allowed: its loss stays finite (+inf when
  * it is the true class) and the gradient finite.
  * @throws InputError (from the returned function) when a row of logits holds NaN or +inf or
@@ -85,6 +84,7 @@ export function lossPoints(
   logitsFn: LogitsFn,
   labels: tf.Tensor,
   mask?: ((g: tf.Tensor) => tf.Tensor) | null,
+  loss: AttackLoss = CROSS_ENTROPY_LOSS,
 ): LossPointFn {
   const truth = labels.dataSync(); // read once: the labels do not change between evaluations
   return (x) => {
@@ -94,7 +94,7 @@ export function lossPoints(
       const logits = logitsFn(z);
       kept = tf.keep(logits);
       predicted = tf.keep(tf.argMax(logits, 1));
-      return crossEntropy(logits, labels, "sum", "apgd");
+      return loss.sum(logits, labels);
     })(x);
     value.dispose();
     const logits = kept as unknown as tf.Tensor;
@@ -109,11 +109,11 @@ export function lossPoints(
       grad.dispose();
       throw e;
     }
-    const loss = Float64Array.from(pred, (_, i) => crossEntropyExcess(values, c, i, truth[i]));
-    if (mask === undefined || mask === null) return { loss, correct, grad };
+    const losses = Float64Array.from(pred, (_, i) => loss.value(values, c, i, truth[i]));
+    if (mask === undefined || mask === null) return { loss: losses, correct, grad };
     const masked = tf.tidy(() => mask(grad));
     grad.dispose();
-    return { loss, correct, grad: masked };
+    return { loss: losses, correct, grad: masked };
   };
 }
 
@@ -177,8 +177,15 @@ export interface ApgdOptions {
   maskStart?: ((offset: tf.Tensor) => tf.Tensor) | null;
   /** Where the one zero-gradient warning of a call goes [console.warn]. */
   onWarning?: (message: string) => void;
-  /** Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more iterates. */
+  /**
+   * Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more
+   * iterates the model still classified correctly.
+   */
   onZeroGradient?: ZeroGradientFn;
+  /** Gets the per-example flags [b]: 1 where a gradient entry was NaN or infinite at one or more such iterates. */
+  onNonFiniteGradient?: ZeroGradientFn;
+  /** The attack's name in its warnings ["apgd"]. */
+  who?: string;
   /** Gets each checkpoint's step (after that many steps) and the step sizes then in force [b] (diagnostics, tests). */
   onCheckpoint?: (step: number, eta: Float64Array) => void;
 }
@@ -224,6 +231,7 @@ export function apgdWithLoss(
   const b = x.shape[0] as number;
   const { eps, norm, clip } = s;
   const zero = new Uint8Array(b);
+  const nonFinite = new Uint8Array(b);
   const checkpoints = new Set(apgdCheckpoints(s.steps));
   const eta = new Float64Array(b).fill(2 * eps);
   const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
@@ -237,8 +245,13 @@ export function apgdWithLoss(
     current.dispose();
     throw e;
   }
-  let g = first.grad;
-  zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
+  let g: tf.Tensor;
+  try {
+    g = checkGradient(first.grad, zero, nonFinite, first.correct);
+  } catch (e) {
+    tf.dispose([current, first.grad]);
+    throw e;
+  }
   let previous = tf.clone(current);
   let best = tf.clone(current);
   let bestGrad = tf.clone(g);
@@ -273,7 +286,9 @@ export function apgdWithLoss(
       g.dispose();
       const point = at(current);
       g = point.grad;
-      zeroGradientRows(g).forEach((v, i) => (zero[i] |= v));
+      // Flagged only where the iterate is still classified correctly: a zero gradient at an
+      // input already broken does not matter (the DLR loss is constant where y is 3rd).
+      g = checkGradient(g, zero, nonFinite, point.correct);
       const improved = new Uint8Array(b);
       for (let i = 0; i < b; i++) {
         if (point.loss[i] > lastLoss[i]) raised[i]++;
@@ -309,13 +324,9 @@ export function apgdWithLoss(
         g = swap(g, pick(restart, bestGrad, g));
       }
     }
-    reportZeroGradient(
-      zero,
-      "apgd",
-      norm,
-      `at one or more of its ${s.steps + 1} iterates`,
-      options,
-    );
+    const who = options.who ?? "apgd";
+    reportZeroGradient(zero, who, norm, `at one or more of its ${s.steps + 1} iterates`, options);
+    reportNonFiniteGradient(nonFinite, who, norm, options);
     return pick(found, adversarial, best);
   } finally {
     tf.dispose([current, previous, best, bestGrad, adversarial, g]);
@@ -323,26 +334,29 @@ export function apgdWithLoss(
 }
 
 /**
- * APGD in any input space (the registered attack's run): {@link apgdWithLoss} on the batch's
- * cross-entropy, its gradient masked where the batch may not move, run settings.restarts times:
+ * APGD in any input space on a given loss (the APGD attacks' run): {@link apgdWithLoss} on the
+ * batch's loss, its gradient masked where the batch may not move, run settings.restarts times:
  * the first run from the configured start, each later one from a new random start (seed
  * derived from settings.seed and the run's index), and an input the model still classifies
- * correctly takes a later run's result when that run breaks it. Zero gradients are OR-ed over
- * all runs and reported once.
+ * correctly takes a later run's result when that run breaks it. Zero and non-finite gradients
+ * are OR-ed over all runs and reported once.
  *
+ * @param loss the loss ascended (cross-entropy: {@link CROSS_ENTROPY_LOSS}; DLR: apgdDlr.ts).
  * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
  * @throws InputError when a row of the model's logits holds NaN or +inf or is -inf for every
  *   class (checkLogitRows; a -inf logit alone is a masked class and allowed).
- * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1, restarts: 3 }, "me"), who: "apgd" })
+ * @example apgdRuns(context, CROSS_ENTROPY_LOSS)
  */
-export function apgdIn(context: AttackContext): tf.Tensor {
+export function apgdRuns(context: AttackContext, loss: AttackLoss): tf.Tensor {
   const { batch, labels, settings } = context;
-  const at = lossPoints(batch.logits, labels, batch.mask);
+  const at = lossPoints(batch.logits, labels, batch.mask, loss);
   const zero = new Uint8Array(batch.size);
+  const nonFinite = new Uint8Array(batch.size);
   const quiet: ApgdOptions = {
     maskStart: batch.mask,
     onWarning: () => {},
     onZeroGradient: (z) => z.forEach((v, i) => (zero[i] |= v)),
+    onNonFiniteGradient: (z) => z.forEach((v, i) => (nonFinite[i] |= v)),
   };
   let result = apgdWithLoss(at, batch.x, settings, quiet);
   const truth = labels.dataSync();
@@ -367,6 +381,7 @@ export function apgdIn(context: AttackContext): tf.Tensor {
         ? `at one or more iterates of its ${settings.restarts} runs`
         : `at one or more of its ${settings.steps + 1} iterates`;
     reportZeroGradient(zero, context.who, settings.norm, where, context);
+    reportNonFiniteGradient(nonFinite, context.who, settings.norm, context);
   } catch (e) {
     result.dispose();
     throw e;
@@ -375,7 +390,36 @@ export function apgdIn(context: AttackContext): tf.Tensor {
 }
 
 /**
- * APGD: Auto-PGD with the cross-entropy loss, untargeted (APGD-CE).
+ * APGD-CE in any input space (the registered attack's run): {@link apgdRuns} on the
+ * cross-entropy.
+ *
+ * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
+ * @throws as {@link apgdRuns}.
+ * @example apgdIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1, restarts: 3 }, "me"), who: "apgd" })
+ */
+export function apgdIn(context: AttackContext): tf.Tensor {
+  return apgdRuns(context, CROSS_ENTROPY_LOSS);
+}
+
+/**
+ * The option table the APGD attacks share (APGD-CE, APGD-DLR; APGD-T adds its targets):
+ * steps [100], randomStart [true], restarts [1], seed [0].
+ */
+export const APGD_OPTIONS: AttackSpec["options"] = {
+  steps: {
+    default: ATTACK_DEFAULTS.apgdSteps,
+    help: "steps per run (one more gradient evaluation); 100 as in the paper",
+  },
+  randomStart: {
+    default: ATTACK_DEFAULTS.randomStart,
+    help: "start from a random point of the ball",
+  },
+  restarts: { default: ATTACK_DEFAULTS.restarts, help: "runs from new random starts" },
+  seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
+};
+
+/**
+ * APGD-CE: Auto-PGD with the cross-entropy loss, untargeted (registered as "apgd").
  *
  * Paper: Croce and Hein 2020, "Reliable evaluation of adversarial robustness with an ensemble
  * of diverse parameter-free attacks", ICML (Algorithm 1). Norm: l_inf (steps along sign(g)) or
@@ -384,12 +428,13 @@ export function apgdIn(context: AttackContext): tf.Tensor {
  * stops rising (then the example restarts from its best point); momentum 0.75 after the first
  * step. Losses are compared as CE - ln C in float64 from the logit differences, so a loss that
  * float32 cannot resolve (logits scaled by 1e-10) does not halve the step at every checkpoint
- * (see {@link apgdWithLoss}). Returns per example a misclassified iterate when one was found, else the iterate of
- * highest loss (so, unlike PGD's last iterate, a success at any step counts).
- * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [10] (steps per run, as for
- * PGD, with one more loss and gradient evaluation; the paper uses 100), randomStart [true], restarts [1] (runs from new
- * random starts; an input counts as broken when any run breaks it), seed [0] (evaluation
- * derives one stream per batch and radius from it). stepSize is not read.
+ * (see {@link apgdWithLoss}). Returns per example a misclassified iterate when one was found,
+ * else the iterate of highest loss (so, unlike PGD's last iterate, a success at any step counts).
+ * Arguments: eps (radius, >= 0, input units), norm ["linf"], steps [100, as in the paper and
+ * AutoAttack; --steps sets it, e.g. 10 to cut it for time] (steps per run, with one more loss
+ * and gradient evaluation), randomStart [true], restarts [1] (runs from new random starts; an
+ * input counts as broken when any run breaks it), seed [0] (evaluation derives one stream per
+ * batch and radius from it). stepSize is not read.
  * Input range: images in the clip range ([0, 1]); token embeddings unbounded, padding rows
  * never moved.
  * Shapes: x float32 [b, ...] (images [b, H, W, C] or [b, H*W*C]; embeddings [b, n, d]),
@@ -397,16 +442,9 @@ export function apgdIn(context: AttackContext): tf.Tensor {
  */
 export const APGD_ATTACK: AttackSpec = {
   name: "apgd",
-  label: "APGD",
-  summary: "Auto-PGD (Croce and Hein 2020): adaptive step size with momentum, the best iterate",
-  options: {
-    steps: { default: ATTACK_DEFAULTS.steps, help: "steps per run (one more gradient evaluation)" },
-    randomStart: {
-      default: ATTACK_DEFAULTS.randomStart,
-      help: "start from a random point of the ball",
-    },
-    restarts: { default: ATTACK_DEFAULTS.restarts, help: "runs from new random starts" },
-    seed: { default: ATTACK_DEFAULTS.seed, help: "seed of the random start" },
-  },
+  label: "APGD-CE",
+  summary:
+    "Auto-PGD on the cross-entropy (Croce and Hein 2020): adaptive step size with momentum, the best iterate",
+  options: APGD_OPTIONS,
   run: apgdIn,
 };

@@ -26,7 +26,7 @@ export interface DefaultRadii {
 /**
  * Defaults of every attack setting and of the attack command.
  *
- * @example ATTACK_DEFAULTS.steps // 10
+ * @example ATTACK_DEFAULTS.steps // 10 (PGD; the APGD attacks: ATTACK_DEFAULTS.apgdSteps, 100)
  * @example ATTACK_DEFAULTS.eps.text.l2 // [0, 0.05, 0.1, 0.25]
  */
 export const ATTACK_DEFAULTS = Object.freeze({
@@ -37,8 +37,17 @@ export const ATTACK_DEFAULTS = Object.freeze({
     image: { linf: [0, 0.05, 0.1, 0.2], l2: [0, 0.5, 1, 2] },
     text: { linf: [0, 0.001, 0.002, 0.005], l2: [0, 0.05, 0.1, 0.25] },
   }) as Readonly<DefaultRadii>,
-  /** Ascent steps of iterative attacks (PGD). */
+  /**
+   * Ascent steps of PGD, and of any iterative attack whose option table names no default of
+   * its own (the APGD attacks: {@link ATTACK_DEFAULTS.apgdSteps}).
+   */
   steps: 10,
+  /** Steps of the APGD attacks (APGD-CE, APGD-DLR, APGD-T), as in Croce and Hein 2020 and AutoAttack. */
+  apgdSteps: 100,
+  /** Query budget of Square per input: 5,000, as in AutoAttack's standard version. */
+  queries: 5000,
+  /** Target classes of APGD-T: 9, as in AutoAttack's standard version (every other class of a 10-class model). */
+  targets: 9,
   /** Step size of iterative attacks; null = the rule 2.5 * eps / steps. */
   stepSize: null as number | null,
   /** Start iterative attacks from a random point of the ball. */

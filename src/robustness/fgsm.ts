@@ -2,10 +2,11 @@ import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import { imageBatch, lossGradient, type InputBatch } from "./inputSpace.ts";
 import {
+  checkGradient,
   checkInputs,
   labelTensor,
+  reportNonFiniteGradient,
   reportZeroGradient,
-  zeroGradientRows,
   type Labels,
   type ZeroGradientFn,
 } from "./loss.ts";
@@ -19,6 +20,8 @@ export interface FgsmOptions extends Pick<AttackSettings, "eps" | "norm" | "clip
   onWarning?: (message: string) => void;
   /** Gets the per-example flags [b]: 1 where the gradient at x is exactly zero. */
   onZeroGradient?: ZeroGradientFn;
+  /** Gets the per-example flags [b]: 1 where a gradient entry at x is NaN or infinite (set to 0 for the step). */
+  onNonFiniteGradient?: ZeroGradientFn;
 }
 
 /**
@@ -66,6 +69,7 @@ export function fgsm(
       who: "fgsm",
       onWarning: options.onWarning,
       onZeroGradient: options.onZeroGradient,
+      onNonFiniteGradient: options.onNonFiniteGradient,
     });
   } finally {
     y.dispose();
@@ -76,7 +80,8 @@ export function fgsm(
  * FGSM in any input space: one step of size eps on the loss gradient at the clean point
  * (l_inf: its sign; l_2: normalised per example), masked where the batch may not move and
  * clipped to its range. An example whose gradient is exactly zero is left unchanged and
- * flagged (one warning, context.onZeroGradient).
+ * flagged (one warning, context.onZeroGradient); a NaN or infinite gradient entry is set to 0
+ * for the step and its example flagged (context.onNonFiniteGradient).
  *
  * @returns adversarial inputs, float32, batch.x's shape (caller disposes).
  * @example fgsmIn({ batch: imageBatch(model, x, [0, 1]), kind: "image", labels: y, settings: resolveAttackOptions({ eps: 0.1, steps: 1 }, "me"), who: "fgsm" })
@@ -85,9 +90,12 @@ export function fgsmIn(context: AttackContext): tf.Tensor {
   const { batch, labels, who } = context;
   const { norm, eps } = context.settings;
   const x = batch.x;
-  const g = lossGradient(batch, labels)(x);
+  const zero = new Uint8Array(batch.size);
+  const nonFinite = new Uint8Array(batch.size);
+  const g = checkGradient(lossGradient(batch, labels)(x), zero, nonFinite);
   try {
-    reportZeroGradient(zeroGradientRows(g), who, norm, "at the clean input", context);
+    reportZeroGradient(zero, who, norm, "at the clean input", context);
+    reportNonFiniteGradient(nonFinite, who, norm, context);
     return norm === "linf"
       ? pgdStepLinf(x, x, g, eps, eps, batch.clip)
       : pgdStepL2(x, x, g, eps, eps, batch.clip);

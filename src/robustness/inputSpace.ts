@@ -54,6 +54,12 @@ export interface InputBatch {
    * of text), as a new tensor; null when every entry may move (images).
    */
   readonly mask: ((delta: tf.Tensor) => tf.Tensor) | null;
+  /**
+   * The examples at `rows` (indices into this batch, in the order given) as a batch of their
+   * own, for attacks that go on with the inputs not yet broken (AutoAttack, APGD-T, Square);
+   * the caller disposes it (this batch stays usable).
+   */
+  select(rows: readonly number[]): InputBatch;
   /** Frees what the batch owns (not the tensors it was built from). */
   dispose(): void;
 }
@@ -128,6 +134,7 @@ export function imageBatch(
     cleanLogits: () => logits(x),
     predictClean: () => predictClasses(logits, x),
     mask: null,
+    select: (rows) => imageBatch(model, gatherRows(x, rows), clip, true),
     dispose: () => {
       if (owned) x.dispose();
     },
@@ -177,6 +184,11 @@ export function checkText(model: TextClassifier, inputs: TextInputs, who: string
     );
 }
 
+/** Rows of t (the first axis) at the given indices, as a new tensor. */
+function gatherRows(t: tf.Tensor, rows: readonly number[]): tf.Tensor {
+  return tf.tidy(() => tf.gather(t, tf.tensor1d(Int32Array.from(rows), "int32")));
+}
+
 /** The mask as float32 [b, n, 1] (1 = real). */
 function mask3(mask: tf.Tensor): tf.Tensor {
   return tf.tidy(() => tf.expandDims(tf.cast(tf.notEqual(mask, 0), "float32"), 2));
@@ -204,7 +216,11 @@ export function embeddingLogits(model: TextClassifier, mask: tf.Tensor): LogitsF
  *
  * @example const b = embeddingBatch(model, { ids, mask }); b.x.shape // [b, n, d]
  */
-export function embeddingBatch(model: TextClassifier, inputs: TextInputs, owned = false): InputBatch {
+export function embeddingBatch(
+  model: TextClassifier,
+  inputs: TextInputs,
+  owned = false,
+): InputBatch {
   const { ids, mask } = inputs;
   let e0: tf.Tensor | null = null;
   let m3: tf.Tensor | null = null;
@@ -218,6 +234,9 @@ export function embeddingBatch(model: TextClassifier, inputs: TextInputs, owned 
     cleanLogits: () => model.forward(ids, { mask }).logits,
     predictClean: () => predictClasses((i) => model.forward(i, { mask }).logits, ids),
     mask: (delta) => tf.mul(delta, (m3 ??= tf.keep(mask3(mask)))),
+    // The sub-batch looks its token embeddings up again: the same rows of the same table.
+    select: (rows) =>
+      embeddingBatch(model, { ids: gatherRows(ids, rows), mask: gatherRows(mask, rows) }, true),
     dispose: () => {
       tf.dispose([e0, m3].filter((t): t is tf.Tensor => t !== null));
       if (owned) tf.dispose([ids, mask]);

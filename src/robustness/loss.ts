@@ -158,6 +158,174 @@ export function zeroGradientRows(grad: tf.Tensor): Uint8Array {
 }
 
 /**
+ * Which examples of a batch have a gradient entry that is NaN or infinite (a model whose
+ * backward pass divides by zero, e.g. sqrt at 0, or overflows), in one small read-back.
+ *
+ * @param grad float32 [b, ...].
+ * @returns Uint8Array [b]: 1 where some entry of the example's gradient is not finite.
+ * @example nonFiniteGradientRows(tf.tensor2d([[0, NaN], [1, 2]])) // Uint8Array [1, 0]
+ */
+export function nonFiniteGradientRows(grad: tf.Tensor): Uint8Array {
+  const b = grad.shape[0] as number;
+  const flags = tf.tidy(() => tf.any(tf.logicalNot(tf.isFinite(tf.reshape(grad, [b, -1]))), 1));
+  const out = Uint8Array.from(flags.dataSync());
+  flags.dispose();
+  return out;
+}
+
+/**
+ * The gradient with its NaN and infinite entries set to 0 (a new tensor), so that an attack
+ * steps along the finite entries instead of writing NaN into its iterate (l_2) or silently
+ * not moving (l_inf: sign(NaN) = 0). Call only where {@link nonFiniteGradientRows} flagged a
+ * row, and report it ({@link reportNonFiniteGradient}).
+ *
+ * @example finiteGradient(tf.tensor1d([1, NaN, -Infinity])) // [1, 0, 0]
+ */
+export function finiteGradient(grad: tf.Tensor): tf.Tensor {
+  return tf.tidy(() => tf.where(tf.isFinite(grad), grad, tf.zerosLike(grad)));
+}
+
+/**
+ * The loss gradient's row checks of one evaluation: OR-s the zero rows and the non-finite rows
+ * into `zero` and `nonFinite` [b] (only where `only` is 1, when given: e.g. the rows the model
+ * still classifies correctly there, as a gradient at an input already broken does not matter),
+ * and returns the gradient to step along (the same tensor when every entry is finite, else a
+ * new one with the non-finite entries zeroed, the old one disposed).
+ *
+ * @example g = checkGradient(g, zero, nonFinite); // then step along g
+ */
+export function checkGradient(
+  grad: tf.Tensor,
+  zero: Uint8Array,
+  nonFinite: Uint8Array,
+  only?: ArrayLike<number>,
+): tf.Tensor {
+  const counts = (i: number) => only === undefined || only[i] !== 0;
+  zeroGradientRows(grad).forEach((z, i) => {
+    if (counts(i)) zero[i] |= z;
+  });
+  const bad = nonFiniteGradientRows(grad);
+  if (!bad.some((v) => v !== 0)) return grad;
+  bad.forEach((v, i) => {
+    if (counts(i)) nonFinite[i] |= v;
+  });
+  const fixed = finiteGradient(grad);
+  grad.dispose();
+  return fixed;
+}
+
+/**
+ * The report of non-finite gradients an attack makes at the end of a call, beside
+ * {@link reportZeroGradient}: warns once when any flag is set and hands the flags to
+ * `onNonFiniteGradient`. A gradient that is NaN or infinite gives no usable direction, so the
+ * robust accuracy of those inputs may reflect gradient masking.
+ *
+ * @param nonFinite flags [b] (OR-ed over the attack's evaluations).
+ */
+export function reportNonFiniteGradient(
+  nonFinite: Uint8Array,
+  who: string,
+  norm: AttackNorm,
+  options: { onWarning?: (message: string) => void; onNonFiniteGradient?: ZeroGradientFn },
+): void {
+  const count = nonFinite.reduce((a, z) => a + z, 0);
+  if (count > 0)
+    (options.onWarning ?? ((m: string) => console.warn(m)))(
+      `${who}: the loss gradient holds NaN or infinite entries for ${count} example(s) of ${nonFinite.length} (${norm}); ` +
+        "the attack stepped along the finite entries only, so their robust accuracy may be a sign of gradient masking",
+    );
+  options.onNonFiniteGradient?.(nonFinite);
+}
+
+/**
+ * The cross-entropy of the true class less its value at equal logits, CE - ln C, in float64
+ * from one row of logits z: CE - ln C = log(sum_j exp(z_j - z_y) / C)
+ * = log1p(sum_{j != y} expm1(z_j - z_y) / C). This is the quantity APGD compares (see
+ * APGD_ATTACK (apgd.ts)): the same objective as the cross-entropy shifted by a constant, but
+ * computed from the logit differences, so it keeps their relative precision where the
+ * cross-entropy itself sits near ln C and float32 cannot tell two values apart (logits scaled
+ * by 1e-10: CE = ln 10 + O(1e-10), while float32's resolution at ln 10 is 2.4e-7). Where a
+ * difference exceeds about 709 (expm1 overflows) the logsumexp form is used instead. A logit
+ * of -inf (a masked class) adds expm1(-inf) = -1; a true class at -inf gives +inf.
+ *
+ * @param logits row-major [rows, classes] values (a valid row: see checkLogitRows).
+ * @param classes C >= 1; @param row the row; @param label the true class y in 0..C-1.
+ * @returns CE - ln C (nats, in [-ln C, +inf]).
+ * @example crossEntropyExcess([1e-10, 0, 0], 3, 0, 0) // -6.667e-11 (float32 CE: ln 3 exactly)
+ */
+export function crossEntropyExcess(
+  logits: ArrayLike<number>,
+  classes: number,
+  row: number,
+  label: number,
+): number {
+  const o = row * classes;
+  const zy = logits[o + label];
+  if (zy === -Infinity) return Infinity;
+  let t = 0;
+  for (let j = 0; j < classes; j++) if (j !== label) t += Math.expm1(logits[o + j] - zy);
+  if (Number.isFinite(t)) return Math.log1p(t / classes);
+  let m = -Infinity;
+  for (let j = 0; j < classes; j++) m = Math.max(m, logits[o + j]);
+  let s = 0;
+  for (let j = 0; j < classes; j++) s += Math.exp(logits[o + j] - m);
+  return m + Math.log(s) - zy - Math.log(classes);
+}
+
+/**
+ * Predicted classes, margins and cross-entropies of a batch: margin_i = z_{y_i} - max_{j != y_i}
+ * z_j, in float64 from the float32 logits (negative: misclassified; the DLR losses and Square's
+ * fall with it), and the cross-entropy as CE - ln C ({@link crossEntropyExcess}, float64; what
+ * the cross-entropy attacks raise). A masked class (-inf) is never the maximum of a valid row;
+ * a row whose other classes are all masked has margin +inf (no attack can change its class), a
+ * true class at -inf has -inf.
+ *
+ * @param logitsFn inputs -> logits [b, C]; @param x the inputs; @param labels [b].
+ * @returns predicted Int32Array [b], margins and losses Float64Array [b], the class count C.
+ * @throws InputError on logits that define no class distribution ({@link checkLogitRows}).
+ * @example predictWithMargins(batch.logits, adv, labels).margins[0] // e.g. -0.31 (broken)
+ */
+export function predictWithMargins(
+  logitsFn: LogitsFn,
+  x: tf.Tensor,
+  labels: ArrayLike<number>,
+): { predicted: Int32Array; margins: Float64Array; losses: Float64Array; classes: number } {
+  const [logits, classes] = tf.tidy(() => {
+    const z = logitsFn(x);
+    return [z, tf.argMax(z, 1)];
+  });
+  const values = logits.dataSync();
+  const c = logits.shape[1] as number;
+  const predicted = Int32Array.from(classes.dataSync());
+  tf.dispose([logits, classes]);
+  checkLogitRows(values, c);
+  const margins = Float64Array.from(predicted, (_, i) => marginOf(values, c, i, labels[i]));
+  const losses = Float64Array.from(predicted, (_, i) =>
+    crossEntropyExcess(values, c, i, labels[i]),
+  );
+  return { predicted, margins, losses, classes: c };
+}
+
+/**
+ * One row's margin z_y - max_{j != y} z_j in float64 (see {@link predictWithMargins}).
+ *
+ * @example marginOf([2, 0.5, -Infinity], 3, 0, 0) // 1.5
+ */
+export function marginOf(
+  logits: ArrayLike<number>,
+  classes: number,
+  row: number,
+  label: number,
+): number {
+  const o = row * classes;
+  let other = -Infinity;
+  for (let j = 0; j < classes; j++) if (j !== label) other = Math.max(other, logits[o + j]);
+  const zy = logits[o + label];
+  if (other === -Infinity) return zy === -Infinity ? -Infinity : Infinity;
+  return zy - other;
+}
+
+/**
  * The zero-gradient report every attack makes at the end of a call, whatever its norm: an
  * exactly zero input gradient leaves the attack without a direction (sign(0) = 0 in l_inf, no
  * normalised step in l_2), so an input that stays correct there is a sign of gradient masking

@@ -34,6 +34,10 @@ export interface AttackSettings {
   restarts?: number;
   /** Seed of the random start, an integer in [0, 2^32) [0]. */
   seed?: number;
+  /** Query budget of score-based attacks (Square): iterations per input, an integer >= 1 [5000]. */
+  queries?: number;
+  /** Target classes of targeted attacks (APGD-T): the top-k classes after the true one, an integer >= 1 [9]. */
+  targets?: number;
   /** Valid input range [low, high] [[0, 1]]. */
   clip?: ClipRange;
 }
@@ -47,6 +51,8 @@ export interface ResolvedAttackSettings {
   randomStart: boolean;
   restarts: number;
   seed: number;
+  queries: number;
+  targets: number;
   clip: ClipRange;
 }
 
@@ -61,7 +67,8 @@ export function describeValue(value: unknown): string {
   if (typeof value === "number") return String(value);
   if (typeof value === "string") return `the string ${JSON.stringify(value)}`;
   if (value === null || value === undefined) return String(value);
-  if (typeof value === "boolean" || typeof value === "bigint") return `the ${typeof value} ${String(value)}`;
+  if (typeof value === "boolean" || typeof value === "bigint")
+    return `the ${typeof value} ${String(value)}`;
   if (Array.isArray(value)) return "an array";
   return typeof value === "function" ? "a function" : "an object";
 }
@@ -73,7 +80,13 @@ export function describeValue(value: unknown): string {
  * @throws RangeError `${who}: ${name} must be a number, got the string "0.1"` for a non-number,
  *   `${who}: ${name} must be ${expected}, got ${value}` for a number that fails `ok`.
  */
-function checkNumber(value: unknown, ok: (v: number) => boolean, expected: string, name: string, who: string): number {
+function checkNumber(
+  value: unknown,
+  ok: (v: number) => boolean,
+  expected: string,
+  name: string,
+  who: string,
+): number {
   if (typeof value !== "number")
     throw new RangeError(`${who}: ${name} must be a number, got ${describeValue(value)}`);
   if (!ok(value)) throw new RangeError(`${who}: ${name} must be ${expected}, got ${String(value)}`);
@@ -114,7 +127,8 @@ export function epsLimit(norm: AttackNorm, clip: ClipRange, entries?: number): E
   const width = clip[1] - clip[0];
   if (!Number.isFinite(width)) return null;
   const range = `[${clip[0]}, ${clip[1]}]`;
-  if (norm === "linf") return { max: width, what: `the width ${width} of the input range ${range}` };
+  if (norm === "linf")
+    return { max: width, what: `the width ${width} of the input range ${range}` };
   if (entries === undefined || !(entries > 0)) return null;
   const diameter = width * Math.sqrt(entries);
   return {
@@ -141,9 +155,17 @@ export function checkEps(
   who: string,
   inputShape?: readonly number[],
 ): number {
-  const value = checkNumber(eps, (v) => Number.isFinite(v) && v >= 0, "a finite number >= 0", "eps", who);
+  const value = checkNumber(
+    eps,
+    (v) => Number.isFinite(v) && v >= 0,
+    "a finite number >= 0",
+    "eps",
+    who,
+  );
   const entries =
-    inputShape !== undefined && inputShape.length >= 2 ? inputShape.slice(1).reduce((a, d) => a * d, 1) : undefined;
+    inputShape !== undefined && inputShape.length >= 2
+      ? inputShape.slice(1).reduce((a, d) => a * d, 1)
+      : undefined;
   const limit = epsLimit(norm, clip, entries);
   if (limit === null || value <= limit.max) return value;
   const advice = per255Advice(value, clip[1] - clip[0], limit.max);
@@ -156,8 +178,8 @@ export function checkEps(
 }
 
 /**
- * Checks and completes the settings of an attack: norm, eps ({@link checkEps}), steps (integer
- * >= 1), stepSize (finite > 0 when given; default 2.5 * eps / steps), seed (an integer in
+ * Checks and completes the settings of an attack: norm, eps ({@link checkEps}), steps, restarts,
+ * queries and targets (integers >= 1), stepSize (finite > 0 when given; default 2.5 * eps / steps), seed (an integer in
  * [0, 2^32), as the CLI's --seed) and the clip range. Every attack calls it, so the same bad
  * value gets the same error everywhere, and a non-number (the string "0.1") is named as such.
  *
@@ -184,7 +206,13 @@ export function resolveAttackOptions(
   const stepSize =
     options.stepSize === undefined || options.stepSize === null
       ? defaultStepSize(eps, steps)
-      : checkNumber(options.stepSize, (v) => Number.isFinite(v) && v > 0, "a finite number > 0", "stepSize", who);
+      : checkNumber(
+          options.stepSize,
+          (v) => Number.isFinite(v) && v > 0,
+          "a finite number > 0",
+          "stepSize",
+          who,
+        );
   const seed = checkNumber(
     options.seed ?? ATTACK_DEFAULTS.seed,
     (v) => Number.isInteger(v) && v >= 0 && v <= 0xffffffff,
@@ -193,5 +221,18 @@ export function resolveAttackOptions(
     who,
   );
   const restarts = checkCount(options.restarts ?? ATTACK_DEFAULTS.restarts, "restarts", who);
-  return { norm, eps, steps, stepSize, randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart, restarts, seed, clip };
+  const queries = checkCount(options.queries ?? ATTACK_DEFAULTS.queries, "queries", who);
+  const targets = checkCount(options.targets ?? ATTACK_DEFAULTS.targets, "targets", who);
+  return {
+    norm,
+    eps,
+    steps,
+    stepSize,
+    randomStart: options.randomStart ?? ATTACK_DEFAULTS.randomStart,
+    restarts,
+    seed,
+    queries,
+    targets,
+    clip,
+  };
 }

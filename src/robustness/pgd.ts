@@ -1,12 +1,13 @@
 import { tf } from "../backend.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
 import {
+  checkGradient,
   checkInputs,
   crossEntropyGradient,
   inferenceLogits,
   labelTensor,
+  reportNonFiniteGradient,
   reportZeroGradient,
-  zeroGradientRows,
   type GradientFn,
   type Labels,
   type ZeroGradientFn,
@@ -48,6 +49,11 @@ export interface PgdOptions extends AttackSettings {
   onWarning?: (message: string) => void;
   /** Gets the per-example flags [b]: 1 where the gradient was exactly zero at one or more steps. */
   onZeroGradient?: ZeroGradientFn;
+  /**
+   * Gets the per-example flags [b]: 1 where a gradient entry was NaN or infinite at one or more
+   * steps (the step then went along the finite entries only).
+   */
+  onNonFiniteGradient?: ZeroGradientFn;
 }
 
 /**
@@ -71,7 +77,9 @@ export function resolvePgdOptions(
  * ball and CLIPPED to the valid range before the first gradient. Then `steps` times:
  * l_inf x <- clip(proj(x + alpha sign(g))), l_2 x <- clip(proj(x + alpha g / ||g||_2)).
  * An example whose gradient is exactly zero at one or more steps is flagged (one warning per
- * call, options.onZeroGradient gets the flags): the attack could not move it there.
+ * call, options.onZeroGradient gets the flags): the attack could not move it there. A
+ * gradient entry that is NaN or infinite is set to 0 for the step, and its example flagged
+ * (options.onNonFiniteGradient).
  *
  * @param gradient x -> d loss / d x (same shape; a new tensor, disposed here).
  * @param x clean inputs float32 [b, ...] inside the clip range (not disposed).
@@ -92,6 +100,7 @@ export function pgdWithGradient(
       `pgd: start must have the inputs' shape [${x.shape.join(", ")}], got [${options.start.shape.join(", ")}]`,
     );
   const zero = new Uint8Array(x.shape[0] as number);
+  const nonFinite = new Uint8Array(x.shape[0] as number);
   const startFn = o.norm === "linf" ? pgdStartLinf : pgdStartL2;
   let current: tf.Tensor;
   if (options.start !== undefined) current = startFn(x, options.start, o.eps, o.clip);
@@ -102,7 +111,7 @@ export function pgdWithGradient(
     let g: tf.Tensor | null = null;
     try {
       g = gradient(current);
-      zeroGradientRows(g).forEach((z, i) => (zero[i] |= z));
+      g = checkGradient(g, zero, nonFinite);
       const next =
         o.norm === "linf"
           ? pgdStepLinf(current, x, g, o.eps, o.stepSize, o.clip)
@@ -118,6 +127,7 @@ export function pgdWithGradient(
   }
   try {
     reportZeroGradient(zero, "pgd", o.norm, `at one or more of its ${o.steps} steps`, options);
+    reportNonFiniteGradient(nonFinite, "pgd", o.norm, options);
   } catch (e) {
     current.dispose();
     throw e;
@@ -171,6 +181,7 @@ export function pgdIn(context: AttackContext): tf.Tensor {
     maskStart: batch.mask ?? undefined,
     onWarning: context.onWarning,
     onZeroGradient: context.onZeroGradient,
+    onNonFiniteGradient: context.onNonFiniteGradient,
   });
 }
 

@@ -2,6 +2,7 @@ import type { tf } from "../backend.ts";
 import type { InputBatch, InputSpace } from "./inputSpace.ts";
 import type { ZeroGradientFn } from "./loss.ts";
 import type { ResolvedAttackSettings } from "./options.ts";
+import { InputError } from "../util/errors.ts";
 
 /**
  * The attack registry: every attack registers once, by name, with what it reads of the shared
@@ -19,7 +20,8 @@ import type { ResolvedAttackSettings } from "./options.ts";
  */
 
 /** The shared settings an attack may read (beside norm and eps, which every attack takes). */
-export type AttackSettingName = "steps" | "stepSize" | "randomStart" | "restarts" | "seed";
+export type AttackSettingName =
+  "steps" | "stepSize" | "randomStart" | "restarts" | "seed" | "queries" | "targets";
 
 /** One setting an attack reads, with its default (from ATTACK_DEFAULTS) and a line of help. */
 export interface AttackOptionSpec {
@@ -43,7 +45,20 @@ export interface AttackContext {
   onWarning?: (message: string) => void;
   /** Gets the per-example flags [b]: 1 where the loss gradient was exactly zero where the attack looked. */
   onZeroGradient?: ZeroGradientFn;
+  /**
+   * Gets the per-example flags [b]: 1 where an entry of the loss gradient was NaN or infinite
+   * where the attack looked (the attack then stepped along the finite entries only).
+   */
+  onNonFiniteGradient?: ZeroGradientFn;
+  /**
+   * Ensembles only: gets, per example [b], the name of the member that broke it first, or null
+   * (not broken, or misclassified before any attack).
+   */
+  onBrokenBy?: (names: (string | null)[]) => void;
 }
+
+/** What an attack makes of a model's class count: it cannot run (error), runs reduced (note), or as described. */
+export type ClassCheck = { error: string } | { note: string } | null;
 
 /** A registered attack. */
 export interface AttackSpec {
@@ -55,6 +70,22 @@ export interface AttackSpec {
   summary: string;
   /** The settings it reads beyond norm and eps, with defaults. */
   options: Readonly<Partial<Record<AttackSettingName, AttackOptionSpec>>>;
+  /**
+   * True for an attack that never reads the loss gradient (score-based, e.g. Square): the
+   * masking checks compare what it breaks with what the gradient attacks break [false].
+   */
+  gradientFree?: boolean;
+  /**
+   * Ensembles only: the registered attacks it runs, in order, on a model with `classes`
+   * classes (e.g. AutoAttack leaves APGD-T out with 2 classes).
+   */
+  members?: (classes: number) => string[];
+  /**
+   * Whether it can run on a model with `classes` classes and `targets` target classes asked:
+   * an error (e.g. the DLR loss with 2 classes), a note (e.g. fewer target classes), or null
+   * [absent: any class count].
+   */
+  checkClasses?: (classes: number, targets: number) => ClassCheck;
   /**
    * Adversarial inputs for one batch: float32, batch.x's shape, within eps of batch.x in
    * settings.norm, inside batch.clip, unchanged where batch.mask zeroes (a new tensor the
@@ -106,9 +137,10 @@ export function unregisterAttack(name: string): boolean {
 }
 
 /**
- * The registered attacks' names, in registration order (built-ins, attacks.ts: pgd, fgsm, apgd).
+ * The registered attacks' names, in registration order (built-ins, attacks.ts: pgd, fgsm,
+ * apgd, apgd-dlr, apgd-t, square, autoattack).
  *
- * @example attackNames() // ["pgd", "fgsm", "apgd"]
+ * @example attackNames() // ["pgd", "fgsm", "apgd", "apgd-dlr", "apgd-t", "square", "autoattack"]
  */
 export function attackNames(): string[] {
   return [...REGISTRY.keys()];
@@ -135,8 +167,52 @@ export function attackSpec(name: string, who = "attackSpec"): AttackSpec {
  *
  * @example attacksReading("stepSize", ["apgd", "pgd"]) // ["pgd"]
  */
-export function attacksReading(setting: AttackSettingName, names: readonly string[] = attackNames()): string[] {
+export function attacksReading(
+  setting: AttackSettingName,
+  names: readonly string[] = attackNames(),
+): string[] {
   return names.filter((a) => REGISTRY.get(a)?.options[setting] !== undefined);
+}
+
+/**
+ * The default of a setting for one attack (its option table), or undefined when it does not
+ * read the setting or is not registered.
+ *
+ * @example settingDefault("apgd", "steps") // 100
+ */
+export function settingDefault(
+  name: string,
+  setting: AttackSettingName,
+): number | boolean | null | undefined {
+  return REGISTRY.get(name)?.options[setting]?.default;
+}
+
+/**
+ * Checks the attacks against the model's class count (each attack's checkClasses; an
+ * ensemble's members too): throws when one cannot run, and returns the notes of those that
+ * run reduced (e.g. fewer target classes), one line each.
+ *
+ * @param who the start of the message, e.g. "attack: --attack" or "evaluateIn".
+ * @throws InputError `${who}: ${error}` for the first attack that cannot run (e.g. "apgd-dlr:
+ *   the DLR loss needs at least 3 classes, the model has 2; ...").
+ * @example checkAttackClasses(["apgd-t"], 5, 9, "me") // ["apgd-t: 4 target classes (the model has 5 classes), not 9"]
+ */
+export function checkAttackClasses(
+  names: readonly string[],
+  classes: number,
+  targets: number,
+  who: string,
+): string[] {
+  const notes: string[] = [];
+  for (const name of names) {
+    const spec = attackSpec(name, who);
+    const result = spec.checkClasses?.(classes, targets) ?? null;
+    if (result !== null && "error" in result) throw new InputError(`${who}: ${result.error}`);
+    if (result !== null && !notes.includes(result.note)) notes.push(result.note);
+    for (const note of checkAttackClasses(spec.members?.(classes) ?? [], classes, targets, who))
+      if (!notes.includes(note)) notes.push(note);
+  }
+  return notes;
 }
 
 /**
@@ -158,4 +234,15 @@ export function attackLabel(name: string): string {
 export function orderAttacks(names: Iterable<string>): string[] {
   const set = new Set(names);
   return [...attackNames().filter((n) => set.has(n)), ...[...set].filter((n) => !REGISTRY.has(n))];
+}
+
+/**
+ * Whether a registered attack reads the loss gradient (every attack but the gradient-free
+ * ones, e.g. Square; an ensemble with a gradient member does). Unknown names count as
+ * gradient attacks.
+ *
+ * @example usesGradient("square") // false
+ */
+export function usesGradient(name: string): boolean {
+  return REGISTRY.get(name)?.gradientFree !== true;
 }

@@ -210,3 +210,26 @@ export function unitDirection(grad: tf.Tensor): { direction: tf.Tensor; nonZero:
   const direction = tf.div(scaled, tf.where(nonZero, unitNorm, tf.onesLike(unitNorm)));
   return { direction: tf.reshape(direction, grad.shape), nonZero };
 }
+
+/**
+ * `full` with the rows `rows[j]` replaced by `sub`'s row j wherever take[j] is 1 (a new
+ * tensor; neither input is disposed): how attacks that go on with a subset of the batch
+ * (AutoAttack's members, APGD-T's targets, Square) put their results back.
+ *
+ * @param full [b, ...]; @param sub [rows.length, ...] (same trailing shape).
+ * @param rows indices into full's first axis; @param take [rows.length] 0/1.
+ * @example replaceRows(x, adv, [2, 5], Uint8Array.of(1, 0)) // x with row 2 from adv's row 0
+ */
+export function replaceRows(
+  full: tf.Tensor,
+  sub: tf.Tensor,
+  rows: readonly number[],
+  take: ArrayLike<number>,
+): tf.Tensor {
+  const b = full.shape[0] as number;
+  const index = Int32Array.from({ length: b }, (_, i) => i);
+  rows.forEach((i, j) => {
+    if (take[j] !== 0) index[i] = b + j;
+  });
+  return tf.tidy(() => tf.gather(tf.concat([full, sub], 0), tf.tensor1d(index, "int32")));
+}

@@ -32,12 +32,17 @@ test("a setting flag that none of the chosen attacks reads gets a warning, and t
     "attack: warning: --step-size is not read by apgd (it is read by pgd)",
   ]);
   assert.deepEqual(unreadSettingWarnings({ restarts: "3" }, ["pgd", "fgsm"]), [
-    "attack: warning: --restarts is not read by pgd, fgsm (it is read by apgd)",
+    "attack: warning: --restarts is not read by pgd, fgsm (it is read by apgd, apgd-dlr, apgd-t, autoattack)",
   ]);
   assert.deepEqual(unreadSettingWarnings({ steps: "5", stepSize: "0.1" }, ["pgd", "apgd"]), []);
   assert.deepEqual(unreadSettingWarnings({ steps: "5" }, ["fgsm"]), [
-    "attack: warning: --steps is not read by fgsm (it is read by pgd, apgd)",
+    "attack: warning: --steps is not read by fgsm (it is read by pgd, apgd, apgd-dlr, apgd-t, autoattack)",
   ]);
+  assert.deepEqual(unreadSettingWarnings({ queries: "100", targets: "3" }, ["apgd"]), [
+    "attack: warning: --queries is not read by apgd (it is read by square, autoattack)",
+    "attack: warning: --targets is not read by apgd (it is read by apgd-t, autoattack)",
+  ]);
+  assert.deepEqual(unreadSettingWarnings({ queries: "100", targets: "3" }, ["autoattack"]), []);
 });
 
 test("parseAttackFlags fills defaults and names the bad flag in one line", () => {
@@ -50,8 +55,12 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
       data: "mnist",
       norm: "linf",
       eps: [0, 0.05, 0.1, 0.2],
-      steps: 10,
+      // Each attack's own: PGD 10, the APGD attacks 100.
+      steps: null,
       stepSize: null,
+      queries: 5000,
+      targets: 9,
+      rangeCheck: true,
       n: 64,
       batch: 32,
       seed: 0,
@@ -68,6 +77,9 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
   assert.deepEqual(parseAttackFlags({ norm: "l2", eps: "1e6" }).eps, [1e6]);
   assert.deepEqual(parseAttackFlags({ attack: "pgd" }).attacks, ["pgd"]);
   assert.equal(parseAttackFlags({ stepSize: "0.01" }).stepSize, 0.01);
+  assert.equal(parseAttackFlags({ steps: "7" }).steps, 7);
+  assert.equal(parseAttackFlags({ queries: "300", targets: "3" }).queries, 300);
+  assert.equal(parseAttackFlags({ rangeCheck: false }).rangeCheck, false);
   const cases: [Record<string, string>, RegExp][] = [
     [
       { eps: "-0.1" },
@@ -90,7 +102,12 @@ test("parseAttackFlags fills defaults and names the bad flag in one line", () =>
     [{ stepSize: "0" }, /^attack: --step-size: must be a finite number > 0, got "0"$/],
     [{ batch: "-1" }, /^attack: --batch: must be an integer from 1 to 4096/],
     [{ seed: "5000000000" }, /^attack: --seed: must be an integer from 0 to 4294967295/],
-    [{ attack: "cw" }, /^attack: --attack: expected pgd, fgsm, apgd or both/],
+    [
+      { attack: "cw" },
+      /^attack: --attack: expected pgd, fgsm, apgd, apgd-dlr, apgd-t, square, autoattack or both/,
+    ],
+    [{ queries: "0" }, /^attack: --queries: must be an integer from 1 to 1000000, got "0"$/],
+    [{ targets: "1.5" }, /^attack: --targets: must be an integer from 1 to 1000, got "1.5"$/],
     [{ backend: "gpu" }, /^attack: --backend: expected wasm or cpu/],
     [
       { data: "imagenet" },
@@ -215,12 +232,15 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.match(r.stdout, /Lipschitz proxy radius .*median/);
   const doc = JSON.parse(readFileSync(join(ck, "attack.json"), "utf8"));
   assert.deepEqual(Object.keys(doc).sort(), [
+    "attackSettings",
     "cleanAccuracy",
     "data",
+    "masking",
     "model",
     "n",
     "norm",
     "proxy",
+    "rangeCheck",
     "results",
     "seconds",
     "seed",
@@ -229,6 +249,18 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
     "stepSize",
     "steps",
   ]);
+  // The command runs the range check by default: the attacks at eps 1, the pixel range's width.
+  assert.equal(doc.rangeCheck.eps, 1);
+  assert.deepEqual(Object.keys(doc.rangeCheck.robust), ["fgsm", "pgd"]);
+  assert.deepEqual(Object.keys(doc.masking).sort(), [
+    "gradientFreeOnly",
+    "gradientUnusable",
+    "lossNotRaised",
+    "rangeNotBroken",
+    "warnings",
+  ]);
+  assert.equal(doc.masking.gradientFreeOnly.flag, null, "no gradient-free attack ran");
+  assert.match(r.stdout, /^masking checks: broken by Square only not run; range check at eps 1 /m);
   // The checkpoint's own held-out split, whatever --seed says (it seeds only the attack).
   assert.equal(doc.split.origin, "checkpoint");
   assert.equal(doc.split.evaluated, 16);

@@ -67,12 +67,24 @@ const linear = {
 } as unknown as TransformerClassifier;
 
 test("registration: the name is listed after the built-ins; bad, reserved and taken names are refused", () => {
-  assert.deepEqual(attackNames(), ["pgd", "fgsm", "apgd", "random-sign"]);
+  assert.deepEqual(attackNames(), [
+    "pgd",
+    "fgsm",
+    "apgd",
+    "apgd-dlr",
+    "apgd-t",
+    "square",
+    "autoattack",
+    "random-sign",
+  ]);
   assert.equal(attackSpec("random-sign").label, "RandSign");
   assert.throws(() => registerAttack(RANDOM_SIGN), /already registered/);
   assert.throws(() => registerAttack({ ...RANDOM_SIGN, name: "both" }), /reserved/);
   assert.throws(() => registerAttack({ ...RANDOM_SIGN, name: "Bad Name" }), /lower-case/);
-  assert.throws(() => attackSpec("cw", "me"), /^RangeError: me: unknown attack "cw" \(registered: pgd, fgsm, apgd, random-sign\)/);
+  assert.throws(
+    () => attackSpec("cw", "me"),
+    /^RangeError: me: unknown attack "cw" \(registered: pgd, fgsm, apgd, apgd-dlr, apgd-t, square, autoattack, random-sign\)/,
+  );
   assert.equal(unregisterAttack("nothing"), false);
 });
 
@@ -107,30 +119,61 @@ test("the toy attack runs through evaluateRobustness beside FGSM: eps 0 is clean
     attack: "random-sign",
     batchSize: 3,
   });
-  assert.deepEqual(again.results[2].attacks["random-sign"]!.success, r.results[2].attacks["random-sign"]!.success);
+  assert.deepEqual(
+    again.results[2].attacks["random-sign"]!.success,
+    r.results[2].attacks["random-sign"]!.success,
+  );
   x.dispose();
 });
 
 test("the toy attack in embedding space: padding rows untouched, no clipping, through evaluateTextRobustness", () => {
   const m = new TextClassifier(
-    { kind: "text", vocabSize: 50, maxLength: 8, dModel: 8, heads: 2, blocks: 1, mlpHidden: 16, classes: 2, pooling: "cls" },
+    {
+      kind: "text",
+      vocabSize: 50,
+      maxLength: 8,
+      dModel: 8,
+      heads: 2,
+      blocks: 1,
+      mlpHidden: 16,
+      classes: 2,
+      pooling: "cls",
+    },
     1,
   );
-  const ids = tf.tensor2d([[2, 5, 6, 0], [2, 7, 0, 0]], [2, 4], "int32");
+  const ids = tf.tensor2d(
+    [
+      [2, 5, 6, 0],
+      [2, 7, 0, 0],
+    ],
+    [2, 4],
+    "int32",
+  );
   const mask = tf.tidy(() => tf.cast(tf.notEqual(ids, 0), "float32"));
   const batch = embeddingBatch(m, { ids, mask });
   const settings = resolveAttackOptions({ eps: 3, clip: NO_CLIP, seed: 1 }, "test");
-  const adv = RANDOM_SIGN.run({ batch, kind: "embedding", labels: tf.tensor1d([0, 1], "int32"), settings, who: "t" });
+  const adv = RANDOM_SIGN.run({
+    batch,
+    kind: "embedding",
+    labels: tf.tensor1d([0, 1], "int32"),
+    settings,
+    who: "t",
+  });
   const d = tf.tidy(() => tf.sub(adv, batch.x).arraySync()) as number[][][];
   const maskData = mask.arraySync() as number[][];
   d.forEach((rows, b) =>
     rows.forEach((row, i) =>
-      row.forEach((v) => assert.ok(maskData[b][i] === 0 ? v === 0 : Math.abs(Math.abs(v) - 3) < 1e-5)),
+      row.forEach((v) =>
+        assert.ok(maskData[b][i] === 0 ? v === 0 : Math.abs(Math.abs(v) - 3) < 1e-5),
+      ),
     ),
   );
   tf.dispose([adv]);
   batch.dispose();
-  const r = evaluateTextRobustness(m, { ids, mask }, [0, 1], { eps: [0, 0.5], attack: "random-sign" });
+  const r = evaluateTextRobustness(m, { ids, mask }, [0, 1], {
+    eps: [0, 0.5],
+    attack: "random-sign",
+  });
   assert.deepEqual(Object.keys(r.results[1].attacks), ["random-sign"]);
   assert.ok(r.results[1].attacks["random-sign"]!.robustAccuracy <= r.cleanAccuracy);
   tf.dispose([ids, mask]);
@@ -138,16 +181,31 @@ test("the toy attack in embedding space: padding rows untouched, no clipping, th
 });
 
 test("the command offers the registered attack: --attack choices, lists and the message", () => {
-  assert.deepEqual(attackChoices(), ["pgd", "fgsm", "apgd", "random-sign", "both"]);
+  assert.deepEqual(attackChoices(), [
+    "pgd",
+    "fgsm",
+    "apgd",
+    "apgd-dlr",
+    "apgd-t",
+    "square",
+    "autoattack",
+    "random-sign",
+    "both",
+  ]);
   assert.deepEqual(parseAttackFlags({ attack: "random-sign" }).attacks, ["random-sign"]);
-  assert.deepEqual(parseAttackFlags({ attack: "random-sign, pgd" }).attacks, ["random-sign", "pgd"]);
+  assert.deepEqual(parseAttackFlags({ attack: "random-sign, pgd" }).attacks, [
+    "random-sign",
+    "pgd",
+  ]);
   assert.deepEqual(parseAttackFlags({ attack: "both" }).attacks, ["fgsm", "pgd"]);
   assert.deepEqual(parseAttackFlags({}).attacks, ["fgsm", "pgd"]);
   assert.throws(
     () => parseAttackFlags({ attack: "cw" }),
     (e: unknown) =>
       e instanceof InputError &&
-      /^attack: --attack: expected pgd, fgsm, apgd, random-sign or both \(or several names separated by commas\), got "cw"$/.test(e.message),
+      /^attack: --attack: expected pgd, fgsm, apgd, apgd-dlr, apgd-t, square, autoattack, random-sign or both \(or several names separated by commas\), got "cw"$/.test(
+        e.message,
+      ),
   );
 });
 
@@ -188,7 +246,10 @@ test("older attack.json rows (one column per attack) are converted on load", asy
     upgradeAttackResult({ eps: 0.1, pgd: 0.5, fgsm: null, zeroGradient: { pgd: 0, fgsm: null } }),
     { eps: 0.1, robust: { pgd: 0.5 }, zeroGradient: { pgd: 0 } },
   );
-  assert.deepEqual(upgradeAttackResult({ eps: 0, pgd: 1, fgsm: 1 }), { eps: 0, robust: { pgd: 1, fgsm: 1 } });
+  assert.deepEqual(upgradeAttackResult({ eps: 0, pgd: 1, fgsm: 1 }), {
+    eps: 0,
+    robust: { pgd: 1, fgsm: 1 },
+  });
   const old = JSON.parse(readFileSync(join(FIXTURES.jasmin, "attack.json"), "utf8"));
   assert.ok("pgd" in old.results[0], "the fixture is in the older layout");
   const run = await loadRun(FIXTURES.jasmin);
