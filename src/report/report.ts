@@ -374,6 +374,15 @@ async function robustSection(runs: RunData[]): Promise<string> {
       : warning(
           `the loss gradient was exactly zero for some inputs (${masked.join("; ")}). The attack had no direction there, so their robust accuracy is a sign of gradient masking, not of robustness.`,
         );
+  // The masking checks of attack.json (robustness/masking.ts): one warning per check that fired.
+  const checkNotes = withAttack
+    .flatMap((r) =>
+      (r.attack!.masking?.warnings ?? []).map(
+        (w) => `${runs.length > 1 ? `${r.name}: ` : ""}masking check: ${w}`,
+      ),
+    )
+    .map((line) => warning(line))
+    .join("");
   const zeroSummary = (r: RunData): string => {
     const values = attacks.map((a) => {
       const fractions = r
@@ -483,6 +492,7 @@ async function robustSection(runs: RunData[]): Promise<string> {
       mixedNote +
       chart +
       maskNote +
+      checkNotes +
       table(
         header,
         rows,

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildReport } from "../../src/report/index.ts";
@@ -71,4 +71,29 @@ test("no warning when no input had a zero gradient; older attack.json files with
     old,
     /inputs with a zero gradient \(max over epsilon\)<\/th><td class="num">—<\/td>/,
   );
+});
+
+test("the report warns once per masking check that fired (attack.json masking.warnings), and not for the others", async () => {
+  const dir = runWith([
+    { eps: 0.1, robust: { autoattack: 0.25 }, zeroGradient: { autoattack: 0 } },
+  ]);
+  const path = join(dir, "attack.json");
+  const doc = JSON.parse(readFileSync(path, "utf8"));
+  const line =
+    "the gradient-free attack (Square) broke inputs that every gradient attack left robust (eps 0.1: 2 of 8)";
+  doc.masking = {
+    gradientFreeOnly: { flag: true, line },
+    rangeNotBroken: { flag: false, line: "the gradient attacks broke every input at eps 1" },
+    gradientUnusable: { flag: false, line: "fine" },
+    lossNotRaised: { flag: null, line: "not run" },
+    warnings: [line],
+  };
+  writeFileSync(path, JSON.stringify(doc));
+  const html = robustness(await buildReport([{ dir, name: "masked" }]));
+  assert.match(
+    html,
+    /<p class="warn">Warning: masking check: the gradient-free attack \(Square\) broke inputs that every gradient attack left robust \(eps 0\.1: 2 of 8\)/,
+  );
+  assert.doesNotMatch(html, /broke every input at eps 1/);
+  assert.equal(html.match(/masking check:/g)!.length, 1);
 });
