@@ -1,5 +1,6 @@
 import { tf } from "../backend.ts";
 import type { Model } from "../nn/create.ts";
+import { InputError } from "../util/errors.ts";
 
 /**
  * How many examples a training step can put through one forward and backward pass on the wasm
@@ -72,7 +73,8 @@ export function trainingBytesPerExample(config: MemoryModelConfig, tokens: numbe
  * @param s.heapBytes the heap's limit [WASM_HEAP_BYTES].
  * @returns an integer in [1, batch].
  * @throws RangeError when batch or parameters is not a positive integer, or liveBytes or
- *   heapBytes is negative or not finite; as {@link trainingBytesPerExample}.
+ *   heapBytes is negative or not finite; as {@link trainingBytesPerExample}. InputError when
+ *   one example cannot fit the heap (e.g. BERT-base at 512 tokens: about 3.4 GB beside 1.8 GB).
  * @example microBatchForMemory({ config: bertBase, tokens: 128, batch: 8, parameters: 109.5e6, liveBytes: 1.31e9 }) // 1
  */
 export function microBatchForMemory(s: {
@@ -100,8 +102,21 @@ export function microBatchForMemory(s: {
   const model = 4 * s.parameters;
   const budget = HEAP_SHARE * heap - s.liveBytes;
   if (2 * model + s.batch * perExample <= budget) return s.batch;
-  return Math.min(s.batch, Math.max(1, Math.floor((budget - 3 * model) / perExample)));
+  const fit = Math.floor((budget - 3 * model) / perExample);
+  // Refused only when even the measured size (46 of the estimated 53 MB per example and block)
+  // of one example exceeds the whole heap: the process would stop with "Aborted()".
+  const free = heap - s.liveBytes - 3 * model;
+  if (fit < 1 && MEASURED_OVER_ESTIMATED * perExample > free)
+    throw new InputError(
+      `train: one example of ${s.tokens} tokens needs about ${gigabytes(MEASURED_OVER_ESTIMATED * perExample)} GB in a training pass, and the wasm heap (at most ${gigabytes(heap)} GB) has ${gigabytes(Math.max(0, free))} GB beside the model, its optimizer state and gradients: train on shorter sequences (a smaller maxLength in the model's config) or a smaller model`,
+    );
+  return Math.min(s.batch, Math.max(1, fit));
 }
+
+/** The measured share of {@link trainingBytesPerExample}'s estimate (46 of 53 MB on BERT-base). */
+const MEASURED_OVER_ESTIMATED = 46 / 53;
+
+const gigabytes = (bytes: number) => (bytes / 1e9).toFixed(1);
 
 /**
  * The default micro-batch of a training step ({@link microBatchForMemory}) for this model and

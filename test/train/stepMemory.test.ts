@@ -298,8 +298,20 @@ test("microBatchForMemory: BERT-base at 128 tokens takes a batch of 8 one exampl
     }),
     256,
   );
-  // Even when nothing fits, one example per pass (the step then fails as before, not here).
-  assert.equal(microBatchForMemory({ ...bert, batch: 8, liveBytes: WASM_HEAP_BYTES }), 1);
+});
+
+test("microBatchForMemory refuses, in one line naming the tokens, an example that cannot fit the wasm heap (BERT-base at 512 tokens stopped the process with 'Aborted()')", () => {
+  const bert = { config: BERT_BASE, tokens: 128, parameters: 109_483_778, liveBytes: 1253 * MiB, batch: 8 };
+  assert.throws(
+    () => microBatchForMemory({ ...bert, tokens: 512 }),
+    (e: Error) =>
+      e.name === "InputError" &&
+      /^train: one example of 512 tokens needs about 3\.4 GB in a training pass, and the wasm heap \(at most 4\.3 GB\) has 1\.7 GB beside the model.*shorter sequences/.test(e.message) &&
+      !e.message.includes("\n"),
+  );
+  assert.throws(() => microBatchForMemory({ ...bert, liveBytes: WASM_HEAP_BYTES }), /one example of 128 tokens/);
+  // Where the estimate says no but the measured size fits, one example per pass (not refused).
+  assert.equal(microBatchForMemory({ ...bert, tokens: 200 }), 1);
 });
 
 test("microBatchForMemory and trainingBytesPerExample refuse bad sizes, naming the argument", () => {
