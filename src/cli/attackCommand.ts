@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { z } from "zod";
 import { TEXT_FILE_FLAGS } from "./flags.ts";
+import type { AttackFlags } from "./attackFlags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
@@ -8,6 +9,8 @@ import { attackNames, attackSpec, attacksReading, type AttackSettingName } from 
 import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { checkpointArgumentHelp, firstFlagIssue, numberFlag, numberListFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
+
+export type { AttackFlags } from "./attackFlags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -155,41 +158,6 @@ const AttackFlagsSchema = z.object({
   out: z.string().min(1, "must not be empty").optional(),
   ...TEXT_FILE_FLAGS,
 });
-
-/** Validated flags with defaults filled. */
-export interface AttackFlags {
-  model: string;
-  randomInit: boolean;
-  data: string;
-  norm: "linf" | "l2";
-  eps: number[];
-  /** Steps of every iterative attack; null = each attack's own (PGD 10, the APGD attacks 100). */
-  steps: number | null;
-  /** null = the default rule 2.5 * eps / steps. */
-  stepSize: number | null;
-  /** Runs from new random starts of the attacks that restart (APGD; APGD-T: per target). */
-  restarts: number;
-  /** Square's query budget per input. */
-  queries: number;
-  /** APGD-T's target classes. */
-  targets: number;
-  /**
-   * Run the range check (the attacks again at the radius of the whole input range, for the
-   * masking checks); the command's default is on (--no-range-check turns it off).
-   */
-  rangeCheck: boolean;
-  n: number;
-  batch: number;
-  seed: number;
-  /** Registered attack names, in the order they run. */
-  attacks: string[];
-  backend: BackendName;
-  /** Worker threads (parallel/attackTask.ts; undefined: the number of cores). */
-  workers?: number;
-  out?: string;
-  /** Replace an existing attack.json (default: refuse). */
-  force?: boolean;
-}
 
 /**
  * One warning per setting flag given that none of the chosen attacks reads (it would be silently

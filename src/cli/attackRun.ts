@@ -3,7 +3,7 @@ import { useBackend } from "../backend.ts";
 import { InputError } from "../util/errors.ts";
 import { progressLine } from "../util/progressLine.ts";
 import { formatNumber } from "../util/table.ts";
-import type { AttackFlags } from "./attackCommand.ts";
+import type { AttackFlags } from "./attackFlags.ts";
 import { describeSplit, type TrainedData } from "../data/evaluationInputs.ts";
 import { evaluatedModel } from "./evaluatedModel.ts";
 import type { EvaluationSplit } from "../data/heldOut.ts";

@@ -136,39 +136,41 @@ export function radiusCommand(): Command {
         .choices(["wasm", "cpu"])
         .default("wasm"),
     )
-    .action(async (checkpoint: string | undefined, flags: RadiusFlags) => {
-      if (checkpoint === undefined && !flags.randomInit)
-        throw new InputError("radius: give a checkpoint folder, or --random-init with --model");
-      if (checkpoint !== undefined && flags.randomInit)
-        throw new InputError("radius: give either a checkpoint folder or --random-init, not both");
-      const num = (text: string, flag: string, rule: NumberRule) =>
-        parseNumberFlag(text, flag, rule, "radius");
-      const variants = flags.variants === undefined ? undefined : variantsOf(flags.variants);
-      const run = {
-        checkpoint,
-        model: flags.model,
-        seed: num(flags.seed, "--seed", RULES.seed),
-        data: flags.data,
-        n: num(flags.n, "--n", RULES.n),
-        block: num(flags.block, "--block", RULES.block),
-        radii:
-          flags.radii === undefined ? undefined : numberList(flags.radii, "--radii", RULES.radius),
-        lengths:
-          flags.lengths === undefined
-            ? undefined
-            : numberList(flags.lengths, "--lengths", RULES.length),
-        lengthRadius: num(flags.lengthRadius, "--length-radius", RULES.radius),
-        variants,
-        constructed: flags.constructed,
-        denseLimit: num(flags.denseLimit, "--dense-limit", RULES.denseLimit),
-        iterations: num(flags.iterations, "--iterations", RULES.iterations),
-        out: flags.out,
-        force: flags.force === true,
-        backend: flags.backend as "wasm" | "cpu",
-      };
-      const { runRadius } = await import("./radiusRun.ts");
-      await runRadius(run);
-    });
+    .action(radiusAction);
+}
+
+/** The command's action: the flags checked and read, then the run (radiusRun.ts). */
+async function radiusAction(checkpoint: string | undefined, flags: RadiusFlags): Promise<void> {
+  if (checkpoint === undefined && !flags.randomInit)
+    throw new InputError("radius: give a checkpoint folder, or --random-init with --model");
+  if (checkpoint !== undefined && flags.randomInit)
+    throw new InputError("radius: give either a checkpoint folder or --random-init, not both");
+  const num = (text: string, flag: string, rule: NumberRule) =>
+    parseNumberFlag(text, flag, rule, "radius");
+  const variants = flags.variants === undefined ? undefined : variantsOf(flags.variants);
+  const run = {
+    checkpoint,
+    model: flags.model,
+    seed: num(flags.seed, "--seed", RULES.seed),
+    data: flags.data,
+    n: num(flags.n, "--n", RULES.n),
+    block: num(flags.block, "--block", RULES.block),
+    radii: flags.radii === undefined ? undefined : numberList(flags.radii, "--radii", RULES.radius),
+    lengths:
+      flags.lengths === undefined
+        ? undefined
+        : numberList(flags.lengths, "--lengths", RULES.length),
+    lengthRadius: num(flags.lengthRadius, "--length-radius", RULES.radius),
+    variants,
+    constructed: flags.constructed,
+    denseLimit: num(flags.denseLimit, "--dense-limit", RULES.denseLimit),
+    iterations: num(flags.iterations, "--iterations", RULES.iterations),
+    out: flags.out,
+    force: flags.force === true,
+    backend: flags.backend as "wasm" | "cpu",
+  };
+  const { runRadius } = await import("./radiusRun.ts");
+  await runRadius(run);
 }
 
 /** --variants as analyze reads it, with this command's name in the message. */

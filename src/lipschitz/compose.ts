@@ -112,6 +112,39 @@ function tensorsOf(layers: readonly TracedLayer[], out: tf.Tensor[] = []): tf.Te
 }
 
 /**
+ * The trace's batch size and readers of its tensors' values (each read once) and of one
+ * example's slice.
+ *
+ * @throws RangeError when the trace holds no tensor or batch sizes disagree.
+ */
+function exampleReader(trace: LayerTrace): {
+  b: number;
+  read: (t: tf.Tensor) => Float32Array;
+  slice: (t: tf.Tensor, e: number) => ExampleArray;
+} {
+  const tensors = tensorsOf(trace.layers);
+  if (trace.mask) tensors.push(trace.mask);
+  if (tensors.length === 0) throw new RangeError("composeBounds: the trace holds no tensor");
+  const b = tensors[0].shape[0];
+  for (const t of tensors)
+    if (t.shape[0] !== b)
+      throw new RangeError(
+        `composeBounds: batch sizes disagree ([${t.shape.join(", ")}] vs ${b} examples)`,
+      );
+  const data = new Map<tf.Tensor, Float32Array>();
+  const read = (t: tf.Tensor): Float32Array => {
+    let d = data.get(t);
+    if (d === undefined) data.set(t, (d = t.dataSync() as Float32Array));
+    return d;
+  };
+  const slice = (t: tf.Tensor, e: number): ExampleArray => {
+    const per = t.size / b;
+    return { data: read(t).subarray(e * per, (e + 1) * per), shape: t.shape.slice(1) };
+  };
+  return { b, read, slice };
+}
+
+/**
  * The variants computed over a trace when none are asked for: the registered variants of
  * dot-product attention and every variant a kind in the trace adds (its spec's `extraVariants`;
  * L2 attention: `l2-dist`, `l2-cov`, `kim`), in the registry's order.
@@ -171,26 +204,7 @@ export function composeBounds(
   // analysis take about a minute: docs/performance.md).
   const resolved: Resolved[] = [];
   const resolvedAt = (i: number) => (resolved[i] ??= resolve(trace.layers[i], weights));
-  const tensors = tensorsOf(trace.layers);
-  if (trace.mask) tensors.push(trace.mask);
-  if (tensors.length === 0) throw new RangeError("composeBounds: the trace holds no tensor");
-  const b = tensors[0].shape[0];
-  for (const t of tensors)
-    if (t.shape[0] !== b)
-      throw new RangeError(
-        `composeBounds: batch sizes disagree ([${t.shape.join(", ")}] vs ${b} examples)`,
-      );
-
-  const data = new Map<tf.Tensor, Float32Array>();
-  const read = (t: tf.Tensor): Float32Array => {
-    let d = data.get(t);
-    if (d === undefined) data.set(t, (d = t.dataSync() as Float32Array));
-    return d;
-  };
-  const slice = (t: tf.Tensor, e: number): ExampleArray => {
-    const per = t.size / b;
-    return { data: read(t).subarray(e * per, (e + 1) * per), shape: t.shape.slice(1) };
-  };
+  const { b, read, slice } = exampleReader(trace);
   const masksFor = maskReader(trace, b, read);
 
   const evaluate = (

@@ -99,6 +99,43 @@ function exampleMasks(
   return { rows, allowed: { data, n } };
 }
 
+/** Throws when options.block is not a block of the model or a radius is not finite and > 0. */
+function checkBlockAndRadii(options: RadiusOptions, blocks: number): void {
+  if (!Number.isInteger(options.block) || options.block < 0 || options.block >= blocks)
+    throw new RangeError(`block must be an integer from 0 to ${blocks - 1}, got ${options.block}`);
+  for (const r of [...options.radii, options.lengthRadius])
+    if (!(r > 0) || !Number.isFinite(r))
+      throw new RangeError(`radii must be finite and > 0, got ${r}`);
+}
+
+/**
+ * The variants asked for, checked, or every variant the layer's kind computes: dot-product
+ * attention's (the registry's), and its own (L2 attention: l2-dist, l2-cov, kim).
+ */
+function sweepVariants(kind: string, asked: readonly HeadVariant[] | undefined): HeadVariant[] {
+  return checkVariants(
+    asked ?? [...variantNames("dot"), ...(layerKind(kind).extraVariants ?? [])],
+    "radius",
+  );
+}
+
+/**
+ * The measurements in order: the radius sweep (every real token, at each radius), then the length
+ * sweep (len tokens at the length radius).
+ */
+function sweepPlan(
+  options: RadiusOptions,
+): { sweep: RadiusPoint["sweep"]; radius: number; len: number | null }[] {
+  return [
+    ...options.radii.map((radius) => ({ sweep: "radius" as const, radius, len: null })),
+    ...options.lengths.map((len) => ({
+      sweep: "length" as const,
+      radius: options.lengthRadius,
+      len,
+    })),
+  ];
+}
+
 /**
  * Sweeps the radius and the sequence length of one block's attention sub-layer.
  *
@@ -120,20 +157,11 @@ export function radiusSweep(
   mask: tf.Tensor | null,
   options: RadiusOptions,
 ): RadiusResult {
-  const blocks = model.config.blocks;
-  if (!Number.isInteger(options.block) || options.block < 0 || options.block >= blocks)
-    throw new RangeError(`block must be an integer from 0 to ${blocks - 1}, got ${options.block}`);
-  for (const r of [...options.radii, options.lengthRadius])
-    if (!(r > 0) || !Number.isFinite(r))
-      throw new RangeError(`radii must be finite and > 0, got ${r}`);
+  checkBlockAndRadii(options, model.config.blocks);
   const { trace } = model.forward(x, { trace: true, mask });
   try {
     const { layer, input } = findAttentionSublayer(trace!, options.block);
-    // Every variant the layer's kind computes: dot-product attention's, and its own (L2 attention: kim).
-    const variants = checkVariants(
-      options.variants ?? [...variantNames("dot"), ...(layerKind(layer.kind).extraVariants ?? [])],
-      "radius",
-    );
+    const variants = sweepVariants(layer.kind, options.variants);
     const [count, n, d] = input.shape as [number, number, number];
     for (const len of options.lengths)
       if (!Number.isInteger(len) || len < 1 || len > n)
@@ -179,41 +207,27 @@ export function radiusSweep(
     // The constructed inputs' mask: the first input's, over its first m real tokens (causal stays causal).
     const constructedMask = (m: number) =>
       selectTokens(examples[0].x, d, examples[0].rows.slice(0, m), examples[0].allowed).allowed;
-    for (const radius of options.radii) {
+    for (const { sweep, radius, len } of sweepPlan(options)) {
       examples.forEach((ex, e) => {
-        const sel = selectTokens(ex.x, d, ex.rows, ex.allowed);
-        measure(
-          "radius",
-          "held-out",
-          e,
-          radius,
-          scaleToRadius(sel.x, ex.rows.length, d, radius),
-          sel.allowed,
-        );
-      });
-      if (construct)
-        for (const c of constructedInputs(params, heads, tokens, radius))
-          measure("radius", "constructed", c.head, radius, c.x, constructedMask(tokens));
-    }
-    for (const len of options.lengths) {
-      examples.forEach((ex, e) => {
-        if (len > ex.rows.length) {
+        if (len !== null && len > ex.rows.length) {
           notes.push(`length ${len}: input ${e} has ${ex.rows.length} real tokens; left out`);
           return;
         }
-        const sel = selectTokens(ex.x, d, evenlySpaced(ex.rows, len), ex.allowed);
+        const rows = len === null ? ex.rows : evenlySpaced(ex.rows, len);
+        const sel = selectTokens(ex.x, d, rows, ex.allowed);
         measure(
-          "length",
+          sweep,
           "held-out",
           e,
-          options.lengthRadius,
-          scaleToRadius(sel.x, len, d, options.lengthRadius),
+          radius,
+          scaleToRadius(sel.x, rows.length, d, radius),
           sel.allowed,
         );
       });
-      if (construct && len <= tokens)
-        for (const c of constructedInputs(params, heads, len, options.lengthRadius))
-          measure("length", "constructed", c.head, options.lengthRadius, c.x, constructedMask(len));
+      const m = len ?? tokens;
+      if (construct && m <= tokens)
+        for (const c of constructedInputs(params, heads, m, radius))
+          measure(sweep, "constructed", c.head, radius, c.x, constructedMask(m));
     }
     return {
       block: options.block,

@@ -4,7 +4,6 @@ import { InputError } from "../util/errors.ts";
 import {
   attentionMapsSpec,
   inputImageSpec,
-  boundsSpec,
   distributionsSpec,
   dashName,
   robustSpec,
@@ -14,17 +13,8 @@ import {
   type RobustPoint,
   type RunRows,
 } from "./charts.ts";
-import {
-  boundPoints,
-  convergenceOf,
-  layerOrder,
-  layerSummaries,
-  trainingCurves,
-  type EpochPoint,
-  type EstimateCount,
-  type RunConvergence,
-  type StepPoint,
-} from "./data.ts";
+import { trainingCurves, type EpochPoint, type StepPoint } from "./data.ts";
+import { boundsSection, quartiles } from "./boundsSection.ts";
 import {
   escapeHtml,
   figure,
@@ -70,29 +60,6 @@ export interface ReportOptions {
   onWarning?: (line: string) => void;
 }
 
-/** What the bound variants are, for the legend table (variants not listed are shown without a note). */
-const VARIANT_NOTES: Record<string, string> = {
-  paper: "the seed paper's form of the distribution-aware bound",
-  "t3-one": "prior art: softmax Jacobian norm bounded by 1",
-  "t3-half": "prior art: softmax Jacobian norm bounded by 1/2 (the global worst case)",
-  "t3-top2": "distribution-aware: each row's closed form p(1)(1 - p(1) + p(2))",
-  "t3-quad": "distribution-aware: each row's quadratic closed form (tighter than top2)",
-  "t3-exact": "distribution-aware: each row's exact sigma",
-  dist: "row-resolved refinement of the distribution-aware bound",
-  cov: "row-resolved refinement through the covariance of the values",
-  fused:
-    "cov resolved by token on every path, with a pre-LN block's LayerNorm fused into the attention's token weights",
-  castin: "prior art: a ball bound (Castin et al.)",
-  "l2-dist":
-    "L2 attention only: local bound at the input, each row's sigma and norms (docs/math.md section 2, Local bounds of L2 attention)",
-  "l2-cov":
-    "L2 attention only: local bound at the input, each row's query path exact (covariance of the queries under the row's attention)",
-  kim: "L2 attention only: Kim et al.'s global bound of the attention layer (Theorem 3.2), composed with the other layers' local rules",
-  "composition floor":
-    "network only: the network bound's product with each block bound replaced by the block's true value; no product of per-block bounds can be lower, and the network's true value is at most it (docs/math.md section 3)",
-  true: "the true local Lipschitz constant (exact for the network; for blocks a Lanczos estimate from below, * where some did not converge)",
-};
-
 const HOW_TO_READ = `Each bound is an upper bound on the <em>local Lipschitz constant</em> ‖Df(X)‖₂ at an input X:
 how much a block's output, or the network's logits, can change per unit change of the input. Beside
 the bounds is the <em>true value</em>, measured exactly for the whole network and estimated from below
@@ -121,14 +88,6 @@ function displayNames(runs: ReportRun[]): string[] {
 
 function swatch(i: number): string {
   return `<span class="swatch" style="background:${RUN_COLOURS[i]}"></span>`;
-}
-
-function quartiles(s: Summary | null): Cell {
-  if (s === null) return "—";
-  return {
-    html: `${escapeHtml(formatNumber(s.median))} <small>(${escapeHtml(formatNumber(s.q1))}–${escapeHtml(formatNumber(s.q3))})</small>`,
-    num: true,
-  };
 }
 
 function rowsOf(run: RunData): RunRows | null {
@@ -176,128 +135,6 @@ async function sigmaSection(runs: RunData[]): Promise<string> {
     "\n" +
     section("distributions", "Distributions of p(1) and sigma", note + dist)
   );
-}
-
-/** The true-value cell of a layer, marked "*" with a count when some of its estimates did not converge. */
-function flagUnconverged(cell: Cell, conv: RunConvergence, layer: string): Cell {
-  const block = conv.layers.find((l) => l.layer === layer)?.block;
-  if (block === undefined || block.unconverged === 0) return cell;
-  const html = typeof cell === "string" ? escapeHtml(cell) : cell.html;
-  const what = `${block.unconverged} of ${block.estimates} estimates did not converge`;
-  return {
-    html: `${html} <span class="warn" title="${escapeHtml(what)}">* ${block.unconverged}/${block.estimates}</span>`,
-    num: true,
-  };
-}
-
-/**
- * Under a run's bounds table: how the block and head true values were estimated and how many
- * did not converge (a warning), or that convergence was not recorded (older analysis.json).
- */
-function convergenceNote(conv: RunConvergence): string {
-  const t = conv.total;
-  if (t.estimates === 0) return "";
-  const how = [
-    conv.method ?? "estimates from below",
-    conv.tolerance === null ? null : `residual tolerance ${conv.tolerance.toExponential()}`,
-    conv.maxIterations === null ? null : `cap ${conv.maxIterations} products`,
-  ]
-    .filter((x) => x !== null)
-    .join(", ");
-  const sum = (key: "block" | "heads", field: keyof EstimateCount) =>
-    conv.layers.reduce((a, l) => a + l[key][field], 0);
-  const unrecorded =
-    t.unrecorded === 0
-      ? ""
-      : ` ${t.unrecorded} of them have no convergence record (analysis.json from an older attnlip).`;
-  if (t.unconverged === 0)
-    return `<p class="convergence">True values of blocks and heads: ${t.estimates} estimates from below (${escapeHtml(how)}); ${t.estimates - t.unrecorded} converged.${escapeHtml(unrecorded)}</p>`;
-  return warning(
-    `${t.unconverged} of ${t.estimates} true values of blocks and heads did not converge ` +
-      `(${sum("block", "unconverged")} of ${sum("block", "estimates")} block, ${sum("heads", "unconverged")} of ${sum("heads", "estimates")} head estimates; ${how}): ` +
-      "each is low by an unknown amount, so its bound/true values are too high. Blocks with some are marked * (unconverged / estimates)." +
-      unrecorded,
-  );
-}
-
-async function boundsSection(runs: RunData[]): Promise<string> {
-  const variants = [...new Set(runs.flatMap((r) => r.analysis.variants))];
-  const layers = layerOrder([...new Set(runs.flatMap((r) => Object.keys(r.analysis.layers)))]);
-  const points = boundPoints(runs);
-  const chart =
-    points.length === 0
-      ? notAvailable("no positive bound values to plot")
-      : figure(
-          "bounds",
-          await renderVegaLite(
-            boundsSpec(
-              points,
-              runs.map((r) => r.name),
-              layers,
-              variants,
-            ),
-            "bounds",
-          ),
-          "Median over inputs of every bound variant (colours) and of the true value (black) per block, and for the whole network in its own panel, log scale; each series stands at its own offset beside its block, in the legend's order, so that equal values do not hide each other. The closer a bound lies to the black one, the tighter it is. " +
-            "Distribution-aware variants (solid, circles) use each attention row's own sigma; prior art (dashed, squares) uses the worst case 1/2 (t3-half), 1 (t3-one) or a ball bound (castin); the paper's form (dotted, triangle) uses ||X||^2 of the whole input, which makes it looser than prior art here. " +
-            (runs.some((r) => layerSummaries(r).some((l) => l.floor !== null))
-              ? "The network bound multiplies the block bounds with the factors outside the blocks (embedding, norms, head), so even exact block values give the composition floor (hollow diamond), far above the network's true value: no layer-wise bound can go below it."
-              : "") +
-            (runs.some((r) => convergenceOf(r).total.unconverged > 0)
-              ? " Some block true values did not converge (marked * in the tables below): the black curve may lie low there."
-              : ""),
-        );
-  const legend = table(
-    ["variant", "what it is"],
-    [
-      ...variants,
-      "true",
-      ...(runs.some((r) => layerSummaries(r).some((l) => l.floor !== null))
-        ? ["composition floor"]
-        : []),
-    ].map((v) => [v, VARIANT_NOTES[v] ?? ""]),
-  );
-  const tables = runs
-    .map((run) => {
-      const sums = layerSummaries(run);
-      const header = ["", ...sums.map((s) => s.layer)];
-      const conv = convergenceOf(run);
-      const values = [
-        ...run.analysis.variants.map((v) => [v, ...sums.map((s) => quartiles(s.bounds[v]))]),
-        ["true", ...sums.map((s) => flagUnconverged(quartiles(s.true), conv, s.layer))],
-        ...(sums.some((s) => s.floor !== null)
-          ? [
-              [
-                "composition floor",
-                ...sums.map((s): Cell => (s.floor === null ? "" : quartiles(s.floor))),
-              ],
-            ]
-          : []),
-      ];
-      const ratios = run.analysis.variants.map((v) => [
-        v,
-        ...sums.map((s) => quartiles(s.ratios[v])),
-      ]);
-      const anyRatio = sums.some((s) => Object.values(s.ratios).some((r) => r !== null));
-      return (
-        `<h3>${escapeHtml(run.name)}</h3>` +
-        table(
-          header,
-          values,
-          `Median bound and true value per layer (q1–q3), ${run.analysis.inputs ?? "?"} inputs`,
-        ) +
-        convergenceNote(conv) +
-        (anyRatio
-          ? table(
-              header,
-              ratios,
-              "Median bound/true per layer (q1–q3; 1 would be exact, bigger is looser)",
-            )
-          : notAvailable("bound/true (no true values)"))
-      );
-    })
-    .join("\n");
-  return section("bounds", "Bounds against the true value, per layer", chart + legend + tables);
 }
 
 async function robustSection(runs: RunData[]): Promise<string> {

@@ -4,7 +4,7 @@ import type { HeadVariant, VariantValues } from "../rules/headTypes.ts";
 import type { RowJacobian } from "../rules/rowwise.ts";
 
 /**
- * The shape of a layer kind (docs/design.md, Add a layer kind / add a bound variant): one record
+ * The shape of a layer kind (docs/design.md, "Add a layer kind"): one record
  * per kind pairs its tfjs forward, its parameter roles, an optional float64 reference and its
  * local Lipschitz rule, auto_LiRPA style. The registry (registry.ts) maps kind names to records;
  * the driver (src/lipschitz/compose.ts) composes the rules over a traced layer list and knows no
