@@ -1,5 +1,4 @@
 import { findBoundVariant } from "../lipschitz/variants/index.ts";
-import type { Summary } from "../stats.ts";
 import { boundsSpec } from "./charts.ts";
 import {
   boundPoints,
@@ -9,18 +8,10 @@ import {
   type EstimateCount,
   type RunConvergence,
 } from "./data.ts";
-import {
-  escapeHtml,
-  figure,
-  formatNumber,
-  notAvailable,
-  section,
-  table,
-  warning,
-  type Cell,
-} from "./html.ts";
+import { escapeHtml, figure, notAvailable, section, table, warning, type Cell } from "./html.ts";
 import type { RunData } from "./load.ts";
 import { renderVegaLite } from "./render.ts";
+import { quartiles } from "./cells.ts";
 
 /**
  * The report's bounds section: the bounds chart, the legend table (each variant's note from its
@@ -40,15 +31,6 @@ const SERIES_NOTES: Record<string, string> = {
 /** The legend table's line for a series: a variant's note, or {@link SERIES_NOTES}'. */
 const seriesNote = (name: string): string =>
   SERIES_NOTES[name] ?? findBoundVariant(name)?.note ?? "";
-
-/** A summary as "median (q1–q3)", right-aligned; "—" without one. */
-export function quartiles(s: Summary | null): Cell {
-  if (s === null) return "—";
-  return {
-    html: `${escapeHtml(formatNumber(s.median))} <small>(${escapeHtml(formatNumber(s.q1))}–${escapeHtml(formatNumber(s.q3))})</small>`,
-    num: true,
-  };
-}
 
 /** The true-value cell of a layer, marked "*" with a count when some of its estimates did not converge. */
 function flagUnconverged(cell: Cell, conv: RunConvergence, layer: string): Cell {
