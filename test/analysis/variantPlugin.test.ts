@@ -92,6 +92,14 @@ test("registration: listed after the built-ins, its own colour (not black, not a
   assert.throws(() => registerBoundVariant({ ...TWICE_COV, name: "true" }), /reserved/);
   assert.throws(() => registerBoundVariant({ ...TWICE_COV, name: "Twice Cov" }), /lower-case/);
   assert.throws(
+    () => registerBoundVariant({ ...TWICE_COV, name: "odd", family: "new" as never }),
+    /odd: family must be "distribution-aware", "prior art" or "paper", got "new"/,
+  );
+  assert.throws(
+    () => registerBoundVariant({ ...TWICE_L2, name: "mute", dotRefusal: "" }),
+    /mute: a variant of L2 attention needs dotRefusal/,
+  );
+  assert.throws(
     () => registerBoundVariant({ ...TWICE_COV, name: "dark", colour: "#000000" }),
     /black is the true value's colour/,
   );

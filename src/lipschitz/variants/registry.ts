@@ -225,7 +225,8 @@ function unusedColour(taken: ReadonlySet<string>): string {
  *
  * @returns the registered record, its colour resolved (its own, or the first unused one).
  * @throws RangeError naming the problem when the name is malformed, reserved or taken, the kind
- *   is unknown, compute is not a function, a need is unknown, or the colour is black.
+ *   or family is unknown, compute is not a function, a need is unknown, an L2 variant has no
+ *   dotRefusal, or the colour is black.
  * @example
  * registerBoundVariant({
  *   name: "dist-twice", kind: "dot", family: "distribution-aware", needs: [],
@@ -251,6 +252,16 @@ export function registerBoundVariant(spec: BoundVariantSpec): RegisteredVariant 
     );
   if (typeof spec.compute !== "function")
     throw new RangeError(`${who}: ${spec.name}: compute must be a function`);
+  if (!["distribution-aware", "prior art", "paper"].includes(spec.family))
+    throw new RangeError(
+      `${who}: ${spec.name}: family must be "distribution-aware", "prior art" or "paper", got ${JSON.stringify(spec.family)}`,
+    );
+  if (typeof spec.note !== "string" || typeof spec.math !== "string")
+    throw new RangeError(`${who}: ${spec.name}: note and math must be strings`);
+  if (spec.kind !== "dot" && !(typeof spec.dotRefusal === "string" && spec.dotRefusal !== ""))
+    throw new RangeError(
+      `${who}: ${spec.name}: a variant of L2 attention needs dotRefusal, the reason dot-product layers refuse it`,
+    );
   const known: readonly string[] =
     spec.kind === "dot" ? ["inputNorms", "queryPathExact", "fusedPaths"] : ["rowExact"];
   for (const need of spec.kind === "l2-global" ? [] : spec.needs)
