@@ -107,10 +107,12 @@ export function aggregateResults(results: readonly RunResult[], unfinished: read
       reduce: runs[0].reduce,
       lambdas: lambdas.map((lambda) => {
         const here = runs.filter((r) => r.lambda === lambda);
+        const seeds = here.map((r) => r.seed).sort((a, b) => a - b);
         const stats: LambdaStatistics = {
           lambda,
-          seeds: here.map((r) => r.seed).sort((a, b) => a - b),
+          seeds,
           metrics: Object.fromEntries(names.map((n) => [n, meanInterval([...bySeed(lambda, n).values()])])),
+          values: Object.fromEntries(names.map((n) => [n, seeds.map((seed) => bySeed(lambda, n).get(seed) ?? null)])),
         };
         if (hasControl && lambda !== 0)
           stats.difference = Object.fromEntries(names.map((n) => [n, pairedDifference(bySeed(lambda, n), bySeed(0, n))]));

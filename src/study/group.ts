@@ -12,6 +12,11 @@ export interface LambdaStatistics {
   /** Per metric: mean and 95% interval over the seeds. */
   metrics: Record<string, MeanInterval | null>;
   /**
+   * Per metric: each run's own value, in `seeds` order (null where the run has none), from
+   * which `metrics` and `difference` can be recomputed by anyone (study/recompute.ts). Absent in studies aggregated before it was kept.
+   */
+  values?: Record<string, (number | null)[]>;
+  /**
    * Per metric: the paired difference (this lambda minus lambda 0, same seed), mean and 95%
    * interval; absent for lambda 0 itself and when the group has no lambda 0.
    */

@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { meanInterval, pairedDifference } from "../../src/study/statistics.ts";
 import { aggregateResults, studyCsv } from "../../src/study/aggregate.ts";
+import { recomputedStatistics } from "../../src/study/recompute.ts";
 import type { RunResult } from "../../src/study/result.ts";
 import { formatDifference } from "../../src/study/table.ts";
 import { claimChecks, direction } from "../../src/study/verdict.ts";
@@ -120,4 +121,35 @@ test("a metric at the same value for every seed with and without JaSMin (robust 
   const runs = [0, 1].flatMap((seed) => [toyRun(0, seed, 0.9, 10 + seed, 0), toyRun(1, seed, 0.9, 10 + seed * 2, 0)]);
   const [, robust] = aggregateResults(runs).groups[0].verdict;
   assert.match(robust, /^JaSMin raises robust accuracy: no information at lambda 1 linf:apgd:eps=0\.1 \(the same value at every seed with and without JaSMin\)/);
+});
+
+test("study.json keeps each run's own values, from which every mean, interval and paired difference is recomputed exactly (issue 37, part 5)", () => {
+  // Seeds given out of order and one run without a robust figure: values follow `seeds`, null kept.
+  const runs = [
+    toyRun(0, 2, 0.94, 14, 0.4),
+    toyRun(0, 0, 0.9, 10, 0.5),
+    toyRun(0, 1, 0.92, 12, 0.6),
+    toyRun(1, 1, 0.91, 11, 0.6),
+    toyRun(1, 0, 0.88, 8, 0.55),
+    { ...toyRun(1, 2, 0.91, 11, 0.5), robust: [] },
+  ];
+  const group = aggregateResults(runs).groups[0];
+  const [l0, l1] = group.lambdas;
+  assert.deepEqual(l0.seeds, [0, 1, 2]);
+  assert.deepEqual(l0.values!.cleanAccuracy, [0.9, 0.92, 0.94]);
+  assert.deepEqual(l1.values!.networkTrue, [8, 11, 11]);
+  const robustName = Object.keys(l1.values!).find((n) => n.startsWith("robust:"))!;
+  assert.deepEqual(l1.values![robustName], [0.55, 0.6, null]);
+  const again = recomputedStatistics(group);
+  for (const [i, l] of group.lambdas.entries()) {
+    assert.deepEqual(again[i].metrics, l.metrics);
+    assert.deepEqual(again[i].difference, l.difference);
+  }
+  // A study aggregated before values were kept cannot be recomputed, and says so.
+  const { values: _dropped, ...old } = l1;
+  assert.throws(() => recomputedStatistics({ lambdas: [l0, old] }), /lambda 1 has no values/);
+  assert.throws(
+    () => recomputedStatistics({ lambdas: [{ ...l0, values: { cleanAccuracy: [0.9] } }] }),
+    /lambda 0: "cleanAccuracy" has 1 values for 3 seeds/,
+  );
 });
