@@ -10,6 +10,7 @@ import { exportCommand } from "./exportCommand.ts";
 import { studyCommand } from "./studyCommand.ts";
 import { exploreCommand } from "./exploreCommand.ts";
 import { radiusCommand } from "./radiusCommand.ts";
+import { certifyCommand } from "./certifyCommand.ts";
 import { isInputProblem, oneLine } from "../util/errors.ts";
 import { showDescribedDefaults } from "./flags.ts";
 
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   program.addCommand(studyCommand());
   program.addCommand(exploreCommand());
   program.addCommand(radiusCommand());
+  program.addCommand(certifyCommand());
   for (const command of [program, ...program.commands])
     command
       .exitOverride()
