@@ -301,7 +301,10 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   assert.deepEqual(doc.results[0], {
     eps: 0,
     robust: { fgsm: doc.cleanAccuracy, pgd: doc.cleanAccuracy },
-    zeroGradient: { fgsm: null, pgd: null }, // no attack ran at eps 0
+    // No attack ran at eps 0: no flags.
+    zeroGradient: { fgsm: null, pgd: null },
+    nonFiniteGradient: { fgsm: null, pgd: null },
+    lossNotRaised: { fgsm: null, pgd: null },
   });
   assert.ok(
     doc.results[1].robust.pgd <= doc.cleanAccuracy &&
@@ -309,6 +312,7 @@ test("attack on a trained checkpoint prints the table and writes attack.json ato
   );
   // The fraction of inputs whose loss gradient was exactly zero, per attack (a trained model: none).
   assert.deepEqual(doc.results[1].zeroGradient, { fgsm: 0, pgd: 0 });
+  assert.deepEqual(doc.results[1].nonFiniteGradient, { fgsm: 0, pgd: 0 });
   assert.equal(doc.proxy.radii.length, 16);
   assert.ok(doc.proxy.radii.every((v: number) => v >= 0));
   assert.ok(doc.proxy.q1 <= doc.proxy.median && doc.proxy.median <= doc.proxy.q3);
