@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import { stringify } from "csv-stringify/sync";
+import { median } from "simple-statistics";
 import { z } from "zod";
 import { SplitSchema } from "../robustness/attackFile.ts";
 import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
@@ -141,3 +142,36 @@ export async function writeCertifyFiles(dir: string, doc: CertifyFile): Promise<
 
 /** The files certify writes in its --out folder. */
 export const CERTIFY_FILES = ["certify.json", "certify.csv"] as const;
+
+/** A number for JSON: finite, or null. */
+const finiteOrNull = (v: number) => (Number.isFinite(v) ? v : null);
+
+/**
+ * The summary of a set of certified inputs: certified accuracy at each radius, the median
+ * certified radius and the median factor radius(dist) / radius(half) over the correctly
+ * classified inputs.
+ *
+ * @example summarizeCertificates(doc.inputs, doc.radii).medianFactor
+ */
+export function summarizeCertificates(
+  inputs: readonly CertifiedInput[],
+  radii: readonly number[],
+): CertifyFile["summary"] {
+  const n = Math.max(inputs.length, 1);
+  const correct = inputs.filter((x) => x.correct);
+  const radiusOf = (x: CertifiedInput, r: "dist" | "half") => x[r].radius ?? Infinity;
+  const med = (r: "dist" | "half") =>
+    correct.length === 0 ? null : finiteOrNull(median(correct.map((x) => radiusOf(x, r))));
+  const ratios = correct
+    .map((x) => radiusOf(x, "dist") / radiusOf(x, "half"))
+    .filter((v) => Number.isFinite(v) && v > 0);
+  return {
+    medianRadius: { dist: med("dist"), half: med("half") },
+    medianFactor: ratios.length === 0 ? null : median(ratios),
+    certifiedAccuracy: radii.map((radius, k) => ({
+      radius,
+      dist: inputs.filter((x) => x.correct && x.dist.certified[k]).length / n,
+      half: inputs.filter((x) => x.correct && x.half.certified[k]).length / n,
+    })),
+  };
+}

@@ -29,7 +29,7 @@ export const LAYERS = [
   ["lipschitz"],
   ["train"],
   ["robustness"],
-  ["analysis", "radius"],
+  ["analysis", "radius", "certify"],
   ["study"],
   ["report"],
   ["explorer"],

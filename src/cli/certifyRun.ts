@@ -1,7 +1,6 @@
 import { join } from "node:path";
-import { median } from "simple-statistics";
 import { tf, useBackend, type BackendName } from "../backend.ts";
-import { evaluatedModel } from "../cli/evaluatedModel.ts";
+import { evaluatedModel } from "./evaluatedModel.ts";
 import { describeSplit } from "../data/evaluationInputs.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -11,15 +10,16 @@ import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
 import { InputError } from "../util/errors.ts";
 import { stageProgress } from "../util/stageProgress.ts";
 import { formatNumber, renderTable } from "../util/table.ts";
-import { ballNetwork, type BallInput } from "./ballNetwork.ts";
-import type { SigmaRule } from "./ballRules.ts";
-import { certifyInput, type CertifyNorm, type InputCertificate } from "./certify.ts";
+import { ballNetwork, type BallInput } from "../certify/ballNetwork.ts";
+import type { SigmaRule } from "../certify/ballRules.ts";
+import { certifyInput, type CertifyNorm, type InputCertificate } from "../certify/certify.ts";
 import {
   CERTIFY_FILES,
+  summarizeCertificates,
   writeCertifyFiles,
   type CertifiedInput,
   type CertifyFile,
-} from "./certifyFile.ts";
+} from "../certify/certifyFile.ts";
 
 /**
  * `attnlip certify`'s driver: the model and held-out inputs exactly as `attack` loads them
@@ -132,36 +132,6 @@ function record(index: number, label: number, c: InputCertificate): CertifiedInp
     margin: c.margin,
     dist: rule("dist"),
     half: rule("half"),
-  };
-}
-
-/**
- * The summary of a set of certified inputs: certified accuracy at each radius, the median
- * certified radius and the median factor radius(dist) / radius(half) over the correctly
- * classified inputs.
- *
- * @example summarizeCertificates(doc.inputs, doc.radii).medianFactor
- */
-export function summarizeCertificates(
-  inputs: readonly CertifiedInput[],
-  radii: readonly number[],
-): CertifyFile["summary"] {
-  const n = Math.max(inputs.length, 1);
-  const correct = inputs.filter((x) => x.correct);
-  const radiusOf = (x: CertifiedInput, r: SigmaRule) => x[r].radius ?? Infinity;
-  const med = (r: SigmaRule) =>
-    correct.length === 0 ? null : finiteOrNull(median(correct.map((x) => radiusOf(x, r))));
-  const ratios = correct
-    .map((x) => radiusOf(x, "dist") / radiusOf(x, "half"))
-    .filter((v) => Number.isFinite(v) && v > 0);
-  return {
-    medianRadius: { dist: med("dist"), half: med("half") },
-    medianFactor: ratios.length === 0 ? null : median(ratios),
-    certifiedAccuracy: radii.map((radius, k) => ({
-      radius,
-      dist: inputs.filter((x) => x.correct && x.dist.certified[k]).length / n,
-      half: inputs.filter((x) => x.correct && x.half.certified[k]).length / n,
-    })),
   };
 }
 
