@@ -33,6 +33,7 @@ interface RawStudyOptions {
   steps?: string;
   restarts?: string;
   shard?: string;
+  shards?: string;
   workers?: string;
   backend?: string;
   aggregate?: boolean;
@@ -63,6 +64,7 @@ const FLAGS: Record<keyof RawStudyOptions, string> = {
   steps: "--steps",
   restarts: "--restarts",
   shard: "--shard",
+  shards: "--shards",
   workers: "--workers",
   backend: "--backend",
   aggregate: "--aggregate",
@@ -97,6 +99,7 @@ const StudyFlagsSchema = z.object({
   steps: positive.optional(),
   restarts: positive.optional(),
   shard: z.string().optional(),
+  shards: z.string().optional(),
   workers: numberFlag({ integer: true, min: 1, max: 256 }).optional(),
   backend: z.enum(BACKENDS as unknown as [BackendName, ...BackendName[]], { message: `must be one of ${BACKENDS.join(", ")}` }).optional(),
   aggregate: z.boolean().optional(),
@@ -174,7 +177,8 @@ export function studyCommand(): Command {
     .addOption(optionWithDefault("--eps-l2 <list>", "l_2 radii", "images: 0,0.5,1,2; text: 0,0.05,0.1,0.25"))
     .addOption(optionWithDefault("--steps <n>", "attack steps per run", "20"))
     .addOption(optionWithDefault("--restarts <n>", "APGD restarts", "1"))
-    .addOption(optionWithDefault("--shard <k/n>", "run only every n-th run starting with the k-th (a job array sharing OUT)", "1/1: every run"))
+    .addOption(optionWithDefault("--shard <k/n>", "run only every n-th run starting with the k-th (a job array sharing OUT)", "from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX when set, else 1/1: every run"))
+    .addOption(optionWithDefault("--shards <n>", "shards of a job array whose index the scheduler sets (needed with Kubernetes' JOB_COMPLETION_INDEX; Slurm's SLURM_ARRAY_TASK_COUNT otherwise)", "the array's size"))
     .addOption(optionWithDefault("--workers <int>", "worker threads of each run's training, analysis and attacks", "the number of cores"))
     .addOption(optionWithDefault("--backend <name>", "tfjs backend: wasm or cpu", "wasm"))
     .option("--aggregate", "only combine the finished runs of OUT into study.json and study.csv")
@@ -194,8 +198,11 @@ export function studyCommand(): Command {
         console.log(`aggregated ${summary.finished} finished run(s)${summary.unfinished.length > 0 ? ` (${summary.unfinished.length} unfinished left out)` : ""} into ${out}/study.json and study.csv`);
         return;
       }
-      const { mergeGridInput, parseShard } = await import("../study/grid.ts");
-      const shard = flags.shard !== undefined ? parseShard(flags.shard) : undefined;
+      const { mergeGridInput } = await import("../study/grid.ts");
+      const { shardFromScheduler } = await import("../study/schedulerShard.ts");
+      const chosen = shardFromScheduler(flags);
+      if (chosen !== null && chosen.from !== "--shard") console.error(`study: shard ${chosen.k}/${chosen.n} (${chosen.from})`);
+      const shard = chosen === null ? undefined : { k: chosen.k, n: chosen.n };
       const fromFlags = gridFromFlags(flags);
       const gridGiven = flags.config !== undefined || Object.keys(fromFlags).length > 0;
       const grid = gridGiven ? mergeGridInput(flags.config !== undefined ? readConfig(flags.config) : {}, fromFlags) : undefined;
