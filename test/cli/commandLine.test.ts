@@ -59,7 +59,7 @@ test("explore: a host that does not resolve or is not this machine's names --hos
 test("help NAME for no command exits 2 with one line naming it; help COMMAND and help still exit 0", async () => {
   assert.equal(
     await refusal(["help", "nosuch"]),
-    "attnlip: help: unknown command 'nosuch' (commands: demo, sigma, train, analyze, attack, report, export, study, explore, radius)",
+    "attnlip: help: unknown command 'nosuch' (commands: demo, sigma, train, analyze, attack, report, export, study, explore, radius, certify)",
   );
   for (const args of [["help", "sigma"], ["help"], ["help", "help"]]) {
     const r = await runAttnlipHere(args);
