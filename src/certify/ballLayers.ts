@@ -2,22 +2,29 @@ import type { NamedArray } from "../nn/params.ts";
 import type { TracedLayer } from "../nn/trace.ts";
 import { gelu, geluDerivative, geluErf, geluErfDerivative } from "../nn/gelu.ts";
 import type { Pooling } from "../nn/pooling.ts";
-import { matMulInto } from "../lipschitz/linalg.ts";
 import { weightSpectralNorm } from "../lipschitz/weightCache.ts";
-import { cachedHeadWeightNorms, headWeightsFrom } from "../lipschitz/rules/weightNorms.ts";
-import { dotHeadQuantities, inputNorms } from "../lipschitz/rules/headQuantities.ts";
 import { pooledRows, poolBound } from "../lipschitz/rules/output.ts";
-import type { HeadNorms } from "../lipschitz/rules/headTypes.ts";
 import { InputError } from "../util/errors.ts";
+import { attentionBallKind } from "./ballAttention.ts";
 import {
   activationDerivativeBound,
   layerNormBallFactor,
-  probabilityBox,
-  scoreHalfWidth,
-  sigmaBoxMax,
   tanhDerivativeBound,
   type SigmaRule,
 } from "./ballRules.ts";
+import {
+  affine,
+  cached,
+  columnNorms,
+  need,
+  param,
+  settingOf,
+  type BallContext,
+  type BallKind,
+  type BallLayer,
+} from "./ballTypes.ts";
+
+export type { BallContext, BallLayer } from "./ballTypes.ts";
 
 /**
  * The layers of a traced network over a ball (docs/math.md section 7): for each traced layer
@@ -29,99 +36,6 @@ import {
  * Everything radius-independent is computed once here; S(r) costs O(H n^2) per attention layer
  * and less for the others, so a bisection on r repeats only that.
  */
-
-/** One traced layer over the ball: its float64 output at the centre and its factor S(r). */
-export interface BallLayer {
-  kind: string;
-  name: string;
-  /** The output at the centre input, row-major [rows, width]. */
-  out: Float64Array;
-  rows: number;
-  width: number;
-  /**
-   * A bound of sup ||D layer(y)||_2 over y in B(centre input, r), Frobenius norms in and out;
-   * non-decreasing in r. `rule`: the softmax Jacobian's norm from the probability box ("dist")
-   * or the worst case 1/2 ("half").
-   */
-  factor(r: number, rule: SigmaRule): number;
-  /** A composite's sub-layers, in forward order. */
-  children: readonly BallLayer[];
-}
-
-/** What every layer of one input shares: the weights, the masks, a cache of weight quantities. */
-export interface BallContext {
-  weights: ReadonlyMap<string, NamedArray>;
-  /** Real rows [n] (1 = real token); undefined: all real. */
-  real?: Uint8Array;
-  /** Allowed keys [n, n] (row = query, 1 = may attend); undefined: all allowed. */
-  allowed?: Uint8Array;
-  /** Weight-only quantities by key, reused across inputs (one Map per model). */
-  cache: Map<string, unknown>;
-}
-
-/** One kind's builder: the layer at its centre input x [rows, width]. */
-type BallKind = (
-  layer: TracedLayer,
-  x: Float64Array,
-  rows: number,
-  width: number,
-  ctx: BallContext,
-) => BallLayer;
-
-function param(
-  layer: TracedLayer,
-  role: string,
-  ctx: BallContext,
-  optional = false,
-): NamedArray | undefined {
-  const name = layer.params[role];
-  const w = name === undefined ? undefined : ctx.weights.get(name);
-  if (w === undefined && !optional)
-    throw new Error(
-      `certify: ${layer.name}: missing weight for role "${role}"${name === undefined ? "" : ` ("${name}")`}`,
-    );
-  return w;
-}
-
-function need(layer: TracedLayer, role: string, ctx: BallContext): NamedArray {
-  return param(layer, role, ctx) as NamedArray;
-}
-
-function settingOf(layer: TracedLayer, key: string): number | string | boolean {
-  const v = layer.settings?.[key];
-  if (v === undefined) throw new RangeError(`certify: ${layer.name}: setting "${key}" is missing`);
-  return v;
-}
-
-function cached<T>(ctx: BallContext, key: string, compute: () => T): T {
-  if (ctx.cache.has(key)) return ctx.cache.get(key) as T;
-  const v = compute();
-  ctx.cache.set(key, v);
-  return v;
-}
-
-/** y = x W + b for x [rows, in], W [in, out]. */
-function affine(
-  x: Float64Array,
-  rows: number,
-  w: NamedArray,
-  b: NamedArray | undefined,
-): Float64Array {
-  const [inDim, outDim] = w.shape;
-  const y = new Float64Array(rows * outDim);
-  matMulInto(x, w.data, y, rows, inDim, outDim);
-  if (b !== undefined)
-    for (let r = 0; r < rows; r++) for (let o = 0; o < outDim; o++) y[r * outDim + o] += b.data[o];
-  return y;
-}
-
-/** Euclidean norms of the columns of W [rows, cols]. */
-function columnNorms(w: NamedArray): Float64Array {
-  const [rows, cols] = w.shape;
-  const out = new Float64Array(cols);
-  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j] += w.data[i * cols + j] ** 2;
-  return out.map(Math.sqrt);
-}
 
 function gammaMax(gamma: NamedArray): number {
   let g = 0;
@@ -307,191 +221,6 @@ const mlpKind: BallKind = (layer, x, rows, d, ctx) => {
   };
 };
 
-/** One head's radius-independent quantities (docs/math.md section 7, "Attention over the ball"). */
-interface HeadBall {
-  /** Scores at the centre, q_i . k_j / sqrt(d_k) [n, n]; P at the centre [n, n] (0 at masked keys). */
-  s0: Float64Array;
-  p0: Float64Array;
-  /** ||W_Q k_j^T|| and ||W_K q_i^T|| per token [n]. */
-  a: Float64Array;
-  b: Float64Array;
-  /** Centre values: ||P||_2, ||W_Q K_c^T||_2, ||Q W_K^T||_2 (live rows), ||V_c||_2; any live row. */
-  pNorm: number;
-  wqKc: number;
-  qWk: number;
-  vc: number;
-  anyLive: boolean;
-  /** ||W_Q W_K^T||_2 and ||W_V||_2. */
-  m: number;
-  wv: number;
-}
-
-/** sqrt(u G u^T) for u [dk] and symmetric G [dk, dk] (>= 0). */
-function quadNorm(u: Float64Array, off: number, g: Float64Array, dk: number): number {
-  let s = 0;
-  for (let a = 0; a < dk; a++) {
-    let t = 0;
-    for (let c = 0; c < dk; c++) t += g[a * dk + c] * u[off + c];
-    s += u[off + a] * t;
-  }
-  return Math.sqrt(Math.max(s, 0));
-}
-
-const attentionKind: BallKind = (layer, x, n, d, ctx) => {
-  const heads = settingOf(layer, "heads") as number;
-  const wq = need(layer, "wq", ctx);
-  const wk = need(layer, "wk", ctx);
-  const wv = need(layer, "wv", ctx);
-  const wo = need(layer, "wo", ctx);
-  const bo = need(layer, "bo", ctx);
-  const bq = param(layer, "bq", ctx, true);
-  const bk = param(layer, "bk", ctx, true);
-  const bv = param(layer, "bv", ctx, true);
-  // The tfjs layer adds the Q, K, V biases only when all three are there (src/nn/attention.ts).
-  const biases = bq !== undefined && bk !== undefined && bv !== undefined;
-  if (d % heads !== 0)
-    throw new RangeError(`certify: ${layer.name}: d = ${d} is not divisible by ${heads} heads`);
-  const dk = d / heads;
-  const Q = affine(x, n, wq, biases ? bq : undefined);
-  const K = affine(x, n, wk, biases ? bk : undefined);
-  const V = affine(x, n, wv, biases ? bv : undefined);
-  const allowed = ctx.allowed;
-  const context = new Float64Array(n * d);
-  const norms: HeadNorms[] = cached(ctx, `${layer.name}/heads`, () =>
-    Array.from({ length: heads }, (_, h) =>
-      cachedHeadWeightNorms(
-        headWeightsFrom(
-          { wq, wk, wv, ...(biases ? { bq, bk, bv } : {}) },
-          h,
-          heads,
-          `${layer.name}.wq`,
-        ),
-      ),
-    ),
-  );
-  const woNorm = cached(ctx, `${layer.name}/wo`, () => weightSpectralNorm(wo.data, d, d));
-  const xNorms = inputNorms(x, n, d, { plain: false, augmented: false });
-  const scale = 1 / Math.sqrt(dk);
-  const ballHeads: HeadBall[] = norms.map((hn, h) => {
-    const q = new Float64Array(n * dk);
-    const k = new Float64Array(n * dk);
-    const v = new Float64Array(n * dk);
-    for (let i = 0; i < n; i++)
-      for (let c = 0; c < dk; c++) {
-        q[i * dk + c] = Q[i * d + h * dk + c];
-        k[i * dk + c] = K[i * d + h * dk + c];
-        v[i * dk + c] = V[i * d + h * dk + c];
-      }
-    const s0 = new Float64Array(n * n);
-    const p0 = new Float64Array(n * n);
-    for (let i = 0; i < n; i++) {
-      let max = -Infinity;
-      for (let j = 0; j < n; j++) {
-        if (allowed !== undefined && !allowed[i * n + j]) continue;
-        let s = 0;
-        for (let c = 0; c < dk; c++) s += q[i * dk + c] * k[j * dk + c];
-        s0[i * n + j] = s * scale;
-        max = Math.max(max, s0[i * n + j]);
-      }
-      if (max === -Infinity) continue; // no allowed key: P_i = 0, head output 0
-      let z = 0;
-      for (let j = 0; j < n; j++) {
-        if (allowed !== undefined && !allowed[i * n + j]) continue;
-        p0[i * n + j] = Math.exp(s0[i * n + j] - max);
-        z += p0[i * n + j];
-      }
-      for (let j = 0; j < n; j++) p0[i * n + j] /= z;
-      for (let c = 0; c < dk; c++) {
-        let s = 0;
-        for (let j = 0; j < n; j++) s += p0[i * n + j] * v[j * dk + c];
-        context[i * d + h * dk + c] = s;
-      }
-    }
-    const { quantities } = dotHeadQuantities({ n, xNorms, q, k, v, p: p0, allowed }, hn, new Set());
-    const a = new Float64Array(n);
-    const b = new Float64Array(n);
-    for (let i = 0; i < n; i++) {
-      a[i] = quadNorm(k, i * dk, hn.gq, dk); // ||W_Q k_i^T||^2 = k_i G_Q k_i^T
-      b[i] = quadNorm(q, i * dk, hn.gk, dk); // ||W_K q_i^T||^2 = q_i G_K q_i^T
-    }
-    return {
-      s0,
-      p0,
-      a,
-      b,
-      pNorm: quantities.p,
-      wqKc: quantities.wqKc,
-      qWk: quantities.qWk,
-      vc: quantities.vc,
-      anyLive: quantities.anyLive,
-      m: hn.a * Math.sqrt(dk),
-      wv: hn.wv,
-    };
-  });
-  const out = affine(context, n, wo, bo);
-  // Each row's allowed keys, once.
-  const keys: Int32Array[] = Array.from({ length: n }, (_, i) => {
-    const list: number[] = [];
-    for (let j = 0; j < n; j++) if (allowed === undefined || allowed[i * n + j]) list.push(j);
-    return Int32Array.from(list);
-  });
-  const sLo = new Float64Array(n);
-  const sHi = new Float64Array(n);
-  const pLo = new Float64Array(n);
-  const pHi = new Float64Array(n);
-  const work = new Float64Array(2 * n + 2);
-  const colSum = new Float64Array(n);
-  const headFactor = (hb: HeadBall, r: number, rule: SigmaRule): number => {
-    if (!hb.anyLive) return 0;
-    colSum.fill(0);
-    let sMax = 0;
-    let rowMax = 0;
-    let dev2 = 0;
-    for (let i = 0; i < n; i++) {
-      const row = keys[i];
-      const m = row.length;
-      if (m === 0) continue;
-      for (let t = 0; t < m; t++) {
-        const j = row[t];
-        const w = scoreHalfWidth(j === i ? hb.a[i] : hb.a[j], hb.b[i], hb.m, r, j === i, dk);
-        const s = hb.s0[i * n + j];
-        sLo[t] = s - w;
-        sHi[t] = s + w;
-      }
-      probabilityBox(sLo, sHi, pLo, pHi, m, work);
-      let rowSum = 0;
-      for (let t = 0; t < m; t++) {
-        const j = row[t];
-        const p = hb.p0[i * n + j];
-        // The centre's P is inside the box up to rounding: keep it so.
-        const hi = Math.max(pHi[t], p);
-        const lo = Math.min(pLo[t], p);
-        pHi[t] = hi;
-        pLo[t] = lo;
-        colSum[j] += hi;
-        rowSum += hi;
-        const dev = Math.max(hi - p, p - lo);
-        dev2 += dev * dev;
-      }
-      rowMax = Math.max(rowMax, Math.min(rowSum, 1));
-      sMax = Math.max(sMax, rule === "half" ? (m > 1 ? 0.5 : 0) : sigmaBoxMax(pLo, pHi, m));
-    }
-    let colMax = 0;
-    for (let j = 0; j < n; j++) colMax = Math.max(colMax, colSum[j]);
-    // ||P||_2 <= sqrt(||P||_1 ||P||_inf), and ||P||_2 <= ||P0||_2 + ||P - P0||_F.
-    const pBar = Math.min(Math.sqrt(colMax * rowMax), hb.pNorm + Math.sqrt(dev2));
-    // The t3 structure (docs/math.md section 2) with each centre quantity replaced by its sup.
-    const paths = (hb.wqKc + hb.qWk + 2 * hb.m * r) * (hb.vc + hb.wv * r);
-    return pBar * hb.wv + sMax * paths * scale;
-  };
-  const factor = (r: number, rule: SigmaRule) => {
-    let sum = 0;
-    for (const hb of ballHeads) sum += headFactor(hb, r, rule) ** 2;
-    return woNorm * Math.sqrt(sum);
-  };
-  return { kind: layer.kind, name: layer.name, out, rows: n, width: d, factor, children: [] };
-};
-
 /** The product of the children's factors, each at the radius its input can reach. */
 function chain(children: readonly BallLayer[], r: number, rule: SigmaRule): number {
   let product = 1;
@@ -562,7 +291,7 @@ const BALL_KINDS: Readonly<Record<string, BallKind>> = {
   pooler: poolerKind,
   linear: linearKind,
   mlp: mlpKind,
-  attention: attentionKind,
+  attention: attentionBallKind,
   residual: residualKind,
   sequence: sequenceKind,
 };

@@ -136,6 +136,71 @@ function record(index: number, label: number, c: InputCertificate): CertifiedInp
 }
 
 /**
+ * Each input's certificate, in order, with the progress line: one traced forward pass (its
+ * layer list and masks), the float64 ball network (layer by layer), the bisections.
+ */
+function certifyAll(
+  model: TransformerClassifier,
+  inputs: ModelInputs,
+  norm: CertifyNorm,
+  radii: number[],
+  tolerance: number | undefined,
+): CertifiedInput[] {
+  const weights = model.getWeights();
+  const tok = inputs.mask === null ? null : (weights.get("tok")?.data ?? null);
+  if (inputs.mask !== null && tok === null)
+    throw new Error('certify: the text model has no token embedding "tok"');
+  const cache = new Map<string, unknown>();
+  const progress = stageProgress("certify");
+  const records: CertifiedInput[] = [];
+  // About 14 evaluations of L per rule (L(0), a halving or two, ten bisection steps), one per radius.
+  const expected = 2 * (14 + radii.length);
+  for (let i = 0; i < inputs.count; i++) {
+    const { ball, x, mask } = inputAt(model, inputs, i, tok);
+    let trace = null;
+    let since = performance.now();
+    const step = (stage: string, done: number, total: number, unit: string, name: string) =>
+      progress.onStage({
+        stage,
+        input: i + 1,
+        inputs: inputs.count,
+        done,
+        total,
+        unit,
+        name,
+        seconds: (performance.now() - since) / 1000,
+      });
+    try {
+      const fwd = model.forward(x, { trace: true, mask });
+      fwd.logits.dispose();
+      trace = fwd.trace;
+      const net = ballNetwork(model.config, weights, trace!, ball, cache, {
+        onLayer: (done, total, name) => step("float64 forward", done, total, "layer", name),
+      });
+      since = performance.now();
+      let evaluations = 0;
+      const certificate = certifyInput(net, {
+        norm,
+        radii,
+        tolerance,
+        onEvaluation: (rule) => {
+          evaluations++;
+          const name = rule === "dist" ? "distribution-aware" : "1/2";
+          step("bisection", evaluations, Math.max(evaluations, expected), "evaluation of L", name);
+        },
+      });
+      records.push(record(i, inputs.labels[i], certificate));
+    } finally {
+      disposeTrace(trace);
+      tf.dispose([x, ...(mask === null ? [] : [mask])]);
+    }
+    progress.onProgress(i + 1, inputs.count);
+  }
+  progress.end();
+  return records;
+}
+
+/**
  * Certifies the first n held-out inputs of a model: loads it and its inputs as `attack` does,
  * bounds L(x, r) over balls, finds each input's certified radius under both rules, prints a
  * table and writes certify.json and certify.csv (atomically; to request.out, else the checkpoint
@@ -204,63 +269,7 @@ export async function runCertify(request: CertifyRequest): Promise<CertifyFile> 
         `certifying ${source} on ${inputs.count} ${kind.attackNoun}: ${norm} balls, radii ${radii.join(", ")} (${kind.units} units), distribution-aware and 1/2 bounds`,
       );
       console.log(`  data: ${describeSplit(inputs.info)}`);
-      const weights = model.getWeights();
-      const tok = space === "embedding" ? (weights.get("tok")?.data ?? null) : null;
-      if (space === "embedding" && tok === null)
-        throw new Error('certify: the text model has no token embedding "tok"');
-      const cache = new Map<string, unknown>();
-      const progress = stageProgress("certify");
-      const records: CertifiedInput[] = [];
-      const stageStart = { t: performance.now() };
-      for (let i = 0; i < inputs.count; i++) {
-        const { ball, x, mask } = inputAt(model, inputs, i, tok);
-        let trace = null;
-        try {
-          const fwd = model.forward(x, { trace: true, mask });
-          fwd.logits.dispose();
-          trace = fwd.trace;
-          stageStart.t = performance.now();
-          const step = (stage: string, done: number, total: number, unit: string, name: string) =>
-            progress.onStage({
-              stage,
-              input: i + 1,
-              inputs: inputs.count,
-              done,
-              total,
-              unit,
-              name,
-              seconds: (performance.now() - stageStart.t) / 1000,
-            });
-          const net = ballNetwork(model.config, weights, trace!, ball, cache, {
-            onLayer: (done, total, name) => step("float64 forward", done, total, "layer", name),
-          });
-          stageStart.t = performance.now();
-          // About 14 evaluations per rule (L(0), a halving or two, ten bisection steps) and one per radius.
-          const expected = 2 * (14 + radii.length);
-          let evaluations = 0;
-          const certificate = certifyInput(net, {
-            norm,
-            radii,
-            tolerance: request.tolerance,
-            onEvaluation: (rule) => {
-              evaluations++;
-              step(
-                "bisection",
-                evaluations,
-                Math.max(evaluations, expected),
-                "evaluation of L",
-                rule === "dist" ? "distribution-aware" : "1/2",
-              );
-            },
-          });
-          records.push(record(i, inputs.labels[i], certificate));
-        } finally {
-          disposeTrace(trace);
-          tf.dispose([x, ...(mask === null ? [] : [mask])]);
-        }
-        progress.onProgress(i + 1, inputs.count);
-      }
-      progress.end();
+      const records = certifyAll(model, inputs, norm, radii, request.tolerance);
       const summary = summarizeCertificates(records, radii);
       doc = {
         model: model.config as unknown as Record<string, unknown>,
