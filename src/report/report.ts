@@ -11,6 +11,7 @@ import {
 } from "./charts.ts";
 import { trainingCurves, type EpochPoint, type StepPoint } from "./data.ts";
 import { boundsSection } from "./boundsSection.ts";
+import { certifySection } from "./certifySection.ts";
 import { missingNote, splitCell } from "./cells.ts";
 import { attackDifferences, robustSection } from "./robustSection.ts";
 import {
@@ -398,6 +399,7 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     await sigmaSection(data),
     await boundsSection(data),
     await robustSection(data),
+    await certifySection(data),
     await mapsSection(data, maxMapSize),
     await trainingSection(data),
     configSection(data),
@@ -418,6 +420,7 @@ export async function buildReport(runs: ReportRun[], options: ReportOptions = {}
     ["distributions", "Distributions of p(1) and sigma"],
     ["bounds", "Bounds against the true value"],
     ["robustness", "Robust accuracy"],
+    ["certify", "Certified accuracy"],
     ["attention-maps", "Attention maps"],
     ["training", "Training curves"],
     ["configuration", "Run configuration"],

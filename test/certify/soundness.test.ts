@@ -484,14 +484,12 @@ test("(c) an independent float64 recomputation of L(x, r) agrees (trained vit-mi
     weights: Map<string, NamedArray>;
     image: Float64Array;
     net: BallNetwork;
-  }[] = micro
-    .slice(0, 3)
-    .map((c) => ({
-      cfg: c.model.config as VitConfig,
-      weights: c.model.getWeights(),
-      image: (c.ball as { pixels: Float64Array }).pixels,
-      net: c.net,
-    }));
+  }[] = micro.slice(0, 3).map((c) => ({
+    cfg: c.model.config as VitConfig,
+    weights: c.model.getWeights(),
+    image: (c.ball as { pixels: Float64Array }).pixels,
+    net: c.net,
+  }));
   const post = createModel(
     { ...modelPreset("vit-micro"), norm: "post", activation: "gelu-erf", heads: 4 },
     7,
