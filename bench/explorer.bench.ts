@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { useBackend } from "../src/backend.ts";
-import { explorerFiles, serveExplorer } from "../src/cli/exploreRun.ts";
+import { explorerFiles, serveExplorer } from "../src/pipelines/exploreRun.ts";
 import { inspect, modelFromBytes } from "../src/explorer/compute.ts";
 import { renderTable } from "../src/util/table.ts";
 import { firstVisits } from "./firstVisit.ts";

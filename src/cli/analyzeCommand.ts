@@ -127,7 +127,7 @@ export function analyzeCommand(): Command {
         throw new InputError("analyze: give either a checkpoint folder or --random-init, not both");
       // Heavy modules load only when the command runs, so `attnlip sigma` stays fast.
       const variants = flags.variants === undefined ? undefined : variantsFlag(flags.variants); // before anything heavy loads
-      const { runAnalyze } = await import("./analyzeRun.ts");
+      const { runAnalyze } = await import("../pipelines/analyzeRun.ts");
       await runAnalyze({
         checkpoint,
         model: flags.model,

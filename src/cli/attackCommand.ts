@@ -1,7 +1,7 @@
 import { Command } from "commander";
 import { z } from "zod";
 import { TEXT_FILE_FLAGS } from "./flags.ts";
-import type { AttackFlags } from "./attackFlags.ts";
+import type { AttackFlags } from "../pipelines/attackFlags.ts";
 import { BACKENDS, type BackendName } from "../backend.ts";
 import { parseSpec, specForms } from "../data/sources/index.ts";
 import { ATTACK_DEFAULTS } from "../robustness/defaults.ts";
@@ -10,7 +10,7 @@ import { InputError } from "../util/errors.ts";
 import type { NumberRule } from "../util/numberFlag.ts";
 import { checkpointArgumentHelp, firstFlagIssue, numberFlag, numberListFlag, optionWithDefault, resolveWorkers } from "./flags.ts";
 
-export type { AttackFlags } from "./attackFlags.ts";
+export type { AttackFlags } from "../pipelines/attackFlags.ts";
 
 /** Raw option strings as commander hands them over (absent = not given). */
 export interface RawAttackOptions {
@@ -282,7 +282,7 @@ export function attackCommand(): Command {
           "attack: --model applies with --random-init only (a checkpoint has its own config)",
         );
       // Heavy modules load only when the command runs, so other commands stay fast.
-      const { runAttack } = await import("./attackRun.ts");
+      const { runAttack } = await import("../pipelines/attackRun.ts");
       // Left out: data and eps then default by model kind (a text checkpoint: its own data, text radii).
       await runAttack({
         ...flags,

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { tf, useBackend, type BackendName } from "../backend.ts";
-import { evaluatedModel } from "./evaluatedModel.ts";
+import { evaluatedModel } from "../pipelines/evaluatedModel.ts";
 import { describeSplit } from "../data/evaluationInputs.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
@@ -23,7 +23,7 @@ import {
 
 /**
  * `attnlip certify`'s driver: the model and held-out inputs exactly as `attack` loads them
- * (src/cli/evaluatedModel.ts, src/robustness/modelInputs/: the same data, split and input space),
+ * (src/pipelines/evaluatedModel.ts, src/robustness/modelInputs/: the same data, split and input space),
  * then per input one traced forward pass, the float64 ball network (ballNetwork.ts) and its
  * certificate (certify.ts); a table on stdout, certify.json and certify.csv in the out folder.
  */

@@ -58,9 +58,9 @@ export function demoCommand(): Command {
     .action(async (flags: DemoFlags) => {
       const numbers = parseDemoNumbers(flags);
       const workers = resolveWorkers(numbers.workers, "demo");
-      const { runDemo } = await import("./demoRun.ts");
-      const { demoSettings } = await import("./demoSettings.ts");
-      const { defaultDemoOut } = await import("./demoOut.ts");
+      const { runDemo } = await import("../pipelines/demoRun.ts");
+      const { demoSettings } = await import("../pipelines/demoSettings.ts");
+      const { defaultDemoOut } = await import("../pipelines/demoOut.ts");
       const task = flags.task as "image" | "text";
       const quick = flags.quick ?? false;
       await runDemo({

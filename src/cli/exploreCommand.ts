@@ -62,7 +62,7 @@ export function exploreCommand(): Command {
         throw new InputError("explore: --host: give an interface name or address, e.g. 127.0.0.1");
       if (flags.force && flags.out === undefined)
         throw new InputError("explore: --force only applies with --out DIR");
-      const { explorerFiles, serveExplorer, writeExplorer } = await import("./exploreRun.ts");
+      const { explorerFiles, serveExplorer, writeExplorer } = await import("../pipelines/exploreRun.ts");
       if (flags.out !== undefined) {
         if (flags.out.trim() === "")
           throw new InputError("explore: --out: give a folder, e.g. --out explorer");

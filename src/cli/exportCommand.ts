@@ -30,7 +30,7 @@ export function exportCommand(): Command {
         throw new InputError(`export: --format: "${flags.format}" is not a format attnlip writes; it writes hf (Hugging Face transformers)`);
       if (flags.out === undefined || flags.out.trim() === "")
         throw new InputError(`export: --out DIR: the folder to write, e.g. attnlip export ${source} --format hf --out ${source.replace(/\/+$/, "")}-hf`);
-      const { exportModel } = await import("./exportRun.ts");
+      const { exportModel } = await import("../pipelines/exportRun.ts");
       const { written, architecture } = await exportModel(source, flags.out, flags.force === true);
       console.log(`wrote ${flags.out} (Hugging Face ${architecture}: ${written.map((p) => p.split("/").pop()).join(", ")})`);
       // Files of an earlier model in --out stay; transformers may read some (vocab.txt, tokenizer_config.json).

@@ -169,7 +169,7 @@ async function radiusAction(checkpoint: string | undefined, flags: RadiusFlags):
     force: flags.force === true,
     backend: flags.backend as "wasm" | "cpu",
   };
-  const { runRadius } = await import("./radiusRun.ts");
+  const { runRadius } = await import("../pipelines/radiusRun.ts");
   await runRadius(run);
 }
 

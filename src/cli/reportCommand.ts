@@ -54,7 +54,7 @@ export function reportCommand(): Command {
       const out = flags.out;
       // Before any work: an --out that cannot be written is refused now, not after the charts.
       checkOutPath(out, "file", "--out", "report");
-      const { isStudyFolder } = await import("./studyRun.ts");
+      const { isStudyFolder } = await import("../pipelines/studyRun.ts");
       if (isStudyFolder(runA)) {
         if (runB !== undefined)
           throw new InputError(

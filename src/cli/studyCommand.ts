@@ -188,7 +188,7 @@ export function studyCommand(): Command {
       const flags = parsed.data;
       if (out === undefined || out.trim() === "")
         throw new InputError("study: give the study folder, e.g. attnlip study runs/study --model vit-tiny --lambdas 0,0.1 --seeds 0,1,2");
-      const { aggregateStudyFolder, isStudyFolder, runStudy } = await import("./studyRun.ts");
+      const { aggregateStudyFolder, isStudyFolder, runStudy } = await import("../pipelines/studyRun.ts");
       const { studyTable } = await import("../study/table.ts");
       if (flags.aggregate === true) {
         const given = (Object.keys(raw) as (keyof RawStudyOptions)[]).find((k) => k !== "aggregate" && raw[k] !== undefined);

@@ -34,6 +34,7 @@ export const LAYERS = [
   ["report"],
   ["explorer"],
   ["parallel"],
+  ["pipelines"],
   ["cli"],
   ["index.ts", "node.ts"],
 ];
@@ -102,6 +103,14 @@ test("no file imports from a higher layer (type imports included)", () => {
     for (const target of imports(f))
       if (rank(target) > rank(f)) upward.push(`${relative(src, f)} -> ${relative(src, target)}`);
   assert.deepEqual(upward, []);
+});
+
+test("nothing imports the command layer: cli/ parses flags and prints, the pipelines below it run (the library entries included)", () => {
+  const intoCli: string[] = [];
+  for (const f of files(src))
+    for (const target of imports(f))
+      if (relative(src, target).startsWith("cli/") && !relative(src, f).startsWith("cli/")) intoCli.push(`${relative(src, f)} -> ${relative(src, target)}`);
+  assert.deepEqual(intoCli, []);
 });
 
 test("no import cycle between files, type-only imports included", () => {

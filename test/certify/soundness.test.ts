@@ -12,7 +12,7 @@ import { tf, useBackend } from "../../src/backend.ts";
 import { ballNetwork, type BallInput, type BallNetwork } from "../../src/certify/ballNetwork.ts";
 import { ballLayer } from "../../src/certify/ballLayers.ts";
 import { certifyInput } from "../../src/certify/certify.ts";
-import { evaluatedModel } from "../../src/cli/evaluatedModel.ts";
+import { evaluatedModel } from "../../src/pipelines/evaluatedModel.ts";
 import { modelPreset, type VitConfig } from "../../src/nn/config.ts";
 import { createModel } from "../../src/nn/create.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";

@@ -2,7 +2,7 @@
 // lines and the notes went there whatever `print` said.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { runAnalyze, type AnalyzeRun } from "../../src/cli/analyzeRun.ts";
+import { runAnalyze, type AnalyzeRun } from "../../src/pipelines/analyzeRun.ts";
 
 /** What `work` writes to process.stderr (console.error included). */
 async function stderrOf(work: () => Promise<unknown>): Promise<string> {

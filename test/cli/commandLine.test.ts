@@ -13,7 +13,7 @@ import type { Option } from "commander";
 import { parseAnalyzeNumbers } from "../../src/cli/analyzeCommand.ts";
 import { parseAttackFlags } from "../../src/cli/attackCommand.ts";
 import { parseDemoNumbers } from "../../src/cli/demoCommand.ts";
-import { listenError, serveExplorer } from "../../src/cli/exploreRun.ts";
+import { listenError, serveExplorer } from "../../src/pipelines/exploreRun.ts";
 import { buildProgram } from "../../src/cli/program.ts";
 import { parseTrainFlags } from "../../src/cli/trainCommand.ts";
 import { InputError } from "../../src/util/errors.ts";

@@ -1,5 +1,5 @@
 import { test } from "node:test";
-import { nearChanceNote, type DemoRunSummary } from "../../src/cli/demoRun.ts";
+import { nearChanceNote, type DemoRunSummary } from "../../src/pipelines/demoRun.ts";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -14,8 +14,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { defaultDemoOut, prepareDemoOut, type DemoIdentity } from "../../src/cli/demoOut.ts";
-import { FULL_DEMO, QUICK_DEMO } from "../../src/cli/demoSettings.ts";
+import { defaultDemoOut, prepareDemoOut, type DemoIdentity } from "../../src/pipelines/demoOut.ts";
+import { FULL_DEMO, QUICK_DEMO } from "../../src/pipelines/demoSettings.ts";
 import { InputError } from "../../src/util/errors.ts";
 import { runAttnlipHere } from "../helpers/cli.ts";
 

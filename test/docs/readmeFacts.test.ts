@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
-import { DEMO_OUTPUTS } from "../../src/cli/demoOut.ts";
+import { DEMO_OUTPUTS } from "../../src/pipelines/demoOut.ts";
 import { dataSources, specForm } from "../../src/data/sources/index.ts";
 
 const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");

@@ -17,7 +17,7 @@ import { modelPreset } from "../../src/nn/config.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { sigma } from "../../src/softmax/sigma.ts";
 import { formatNumber } from "../../src/util/format.ts";
-import { explorerFiles, serveExplorer } from "../../src/cli/exploreRun.ts";
+import { explorerFiles, serveExplorer } from "../../src/pipelines/exploreRun.ts";
 import { loadHfModel } from "../../src/hf/load.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 import { HANG_MS, TEST_BACKSTOP_MS } from "../helpers/patience.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { explorerFiles, serveExplorer } from "../../src/cli/exploreRun.ts";
+import { explorerFiles, serveExplorer } from "../../src/pipelines/exploreRun.ts";
 import { encodeSafetensors } from "../../src/io/safetensors.ts";
 import { createModel } from "../../src/nn/create.ts";
 import { modelPreset } from "../../src/nn/config.ts";

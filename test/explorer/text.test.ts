@@ -18,8 +18,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tf, useBackend } from "../../src/backend.ts";
 import { analyze } from "../../src/analysis/analyze.ts";
-import { serveExplorer } from "../../src/cli/exploreRun.ts";
-import { evaluatedModel } from "../../src/cli/evaluatedModel.ts";
+import { serveExplorer } from "../../src/pipelines/exploreRun.ts";
+import { evaluatedModel } from "../../src/pipelines/evaluatedModel.ts";
 import {
   inspectText,
   modelFromBytes,

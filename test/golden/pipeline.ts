@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useBackend } from "../../src/backend.ts";
-import { runAnalyze } from "../../src/cli/analyzeRun.ts";
-import { runAttack } from "../../src/cli/attackRun.ts";
+import { runAnalyze } from "../../src/pipelines/analyzeRun.ts";
+import { runAttack } from "../../src/pipelines/attackRun.ts";
 import { train } from "../../src/train/trainer.ts";
 import { wordPair } from "../helpers/tinyText.ts";
 

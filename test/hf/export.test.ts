@@ -16,7 +16,7 @@ import { readSafetensors } from "../../src/io/safetensorsFile.ts";
 import type { TransformerClassifier } from "../../src/nn/model.ts";
 import { loadCheckpoint } from "../../src/train/checkpoint.ts";
 import { train } from "../../src/train/trainer.ts";
-import { exportModel } from "../../src/cli/exportRun.ts";
+import { exportModel } from "../../src/pipelines/exportRun.ts";
 import { runAttnlip, runAttnlipHere } from "../helpers/cli.ts";
 
 const dir = (m: string) => new URL(`../fixtures/hf/${m}-tiny-random`, import.meta.url).pathname;

@@ -22,7 +22,7 @@ import {
   NO_CLIP,
   type AttackSpec,
 } from "../../src/robustness/index.ts";
-import { runAttack } from "../../src/cli/attackRun.ts";
+import { runAttack } from "../../src/pipelines/attackRun.ts";
 import { buildReport, loadRun } from "../../src/report/index.ts";
 import { FIXTURES } from "../report/helpers.ts";
 

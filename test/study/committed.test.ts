@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { committedStudyFor } from "../../src/cli/demoRun.ts";
+import { committedStudyFor } from "../../src/pipelines/demoRun.ts";
 import { readCommittedStudy } from "../../src/study/committed.ts";
 
 const summary = {

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { runStudy } from "../../src/cli/studyRun.ts";
+import { runStudy } from "../../src/pipelines/studyRun.ts";
 import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
 import { pretrainBases, pretrainIdOf } from "../../src/study/pretrain.ts";
 import { tempDir } from "../train/helpers.ts";

@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { shardFromScheduler } from "../../src/study/schedulerShard.ts";
-import { runStudy } from "../../src/cli/studyRun.ts";
+import { runStudy } from "../../src/pipelines/studyRun.ts";
 import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
 import { tempDir } from "../train/helpers.ts";
 

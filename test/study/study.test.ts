@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { runStudy } from "../../src/cli/studyRun.ts";
+import { runStudy } from "../../src/pipelines/studyRun.ts";
 import { expandGrid, parseStudyGrid } from "../../src/study/grid.ts";
 import type { RunResult } from "../../src/study/result.ts";
 import { studyTable } from "../../src/study/table.ts";

@@ -49,7 +49,7 @@ function defaultLengths(tokens: number): number[] {
 }
 
 /**
- * Loads the model and its held-out inputs as `analyze` does (src/cli/evaluatedModel.ts, the
+ * Loads the model and its held-out inputs as `analyze` does (src/pipelines/evaluatedModel.ts, the
  * model kind's evaluation inputs), runs {@link radiusSweep}, prints the tables and writes
  * radius.json, radius.csv and radius.html (atomically) to run.out.
  *
