@@ -219,7 +219,7 @@ export function certifyCommand(): Command {
           "certify: --model applies with --random-init only (a checkpoint has its own config)",
         );
       // Heavy modules load only when the command runs, so other commands stay fast.
-      const { runCertify } = await import("./certifyRun.ts");
+      const { runCertify } = await import("../pipelines/certifyRun.ts");
       await runCertify({
         ...flags,
         checkpoint,

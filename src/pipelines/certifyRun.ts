@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { tf, useBackend, type BackendName } from "../backend.ts";
-import { evaluatedModel } from "../pipelines/evaluatedModel.ts";
+import { evaluatedModel } from "./evaluatedModel.ts";
 import { describeSplit } from "../data/evaluationInputs.ts";
 import { checkOutPath, refuseToReplace } from "../io/outPath.ts";
 import type { TransformerClassifier } from "../nn/model.ts";
