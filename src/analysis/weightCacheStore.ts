@@ -24,6 +24,8 @@ import {
 /** Files whose text is part of every key (below src/ as .ts in a checkout, dist/ as .js built). */
 const COMPUTING_FILES = [
   "lipschitz/linalg",
+  "lipschitz/maxEigenvalue",
+  "lipschitz/floatScale",
   "lipschitz/rules/attentionHead",
   "lipschitz/rules/l2Head",
   "lipschitz/rules/weightNorms",
