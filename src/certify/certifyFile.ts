@@ -19,8 +19,8 @@ const Radius = z.number().min(0).nullable();
 const RuleSchema = z.looseObject({
   /** Certified radius in the file's norm (null: unbounded). */
   radius: Radius,
-  /** L(x, 0). */
-  lipschitzAtZero: z.number(),
+  /** L(x, 0) (null where it overflowed float64). */
+  lipschitzAtZero: z.number().nullable(),
   /** L(x, r) at each radius of `radii` (null where it overflowed float64). */
   lipschitz: z.array(z.number().nullable()),
   /** Certified at each radius of `radii`. */
@@ -118,7 +118,7 @@ export function certifyCsv(doc: CertifyFile): string {
     x.correct ? 1 : 0,
     x.margin,
     ...rules.map((r) => (x[r].radius === null ? "inf" : x[r].radius)),
-    ...rules.map((r) => x[r].lipschitzAtZero),
+    ...rules.map((r) => cell(x[r].lipschitzAtZero)),
     ...doc.radii.flatMap((_, k) => rules.map((r) => cell(x[r].lipschitz[k]))),
     ...doc.radii.flatMap((_, k) => rules.map((r) => (x[r].certified[k] ? 1 : 0))),
   ]);

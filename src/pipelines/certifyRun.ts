@@ -119,7 +119,7 @@ const finiteOrNull = (v: number) => (Number.isFinite(v) ? v : null);
 function record(index: number, label: number, c: InputCertificate): CertifiedInput {
   const rule = (r: SigmaRule) => ({
     radius: finiteOrNull(c.rules[r].radius),
-    lipschitzAtZero: c.rules[r].atZero,
+    lipschitzAtZero: finiteOrNull(c.rules[r].atZero),
     lipschitz: c.rules[r].lipschitz.map(finiteOrNull),
     certified: c.rules[r].certified,
     evaluations: c.rules[r].evaluations,

@@ -51,7 +51,7 @@ test("certify writes certify.json and certify.csv that read back with their sche
       );
       assert.ok(x.margin <= 0 || (x[rule].radius ?? Infinity) > 0);
     }
-    assert.ok(x.dist.lipschitzAtZero < x.half.lipschitzAtZero);
+    assert.ok((x.dist.lipschitzAtZero ?? Infinity) < (x.half.lipschitzAtZero ?? Infinity));
   }
   // Certified accuracy: correct and certified, as a share of all inputs.
   doc.summary.certifiedAccuracy.forEach((a, k) => {
