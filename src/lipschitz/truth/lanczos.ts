@@ -145,6 +145,17 @@ function ritzPairs(h: Float64Array, m: number): { values: number[]; vectors: Flo
 }
 
 /**
+ * The Krylov start: the seeded random vector, or with `start` the unit start plus the equally
+ * weighted unit random vector, so that an explicit start gets the protection of a random one.
+ */
+function krylovStart(random: Float64Array, start: ArrayLike<number> | undefined): Float64Array {
+  if (start === undefined) return random;
+  const given = normalize(start).unit;
+  const probe = normalize(random).unit;
+  return given.map((g, i) => g + probe[i]);
+}
+
+/**
  * The search space of {@link linearMapLipschitz}: an orthonormal basis V, the products A V, and
  * H = V^T A V (symmetrised), m x m, grown one vector at a time and thick-restarted.
  */
@@ -353,15 +364,7 @@ export function linearMapLipschitz(
 
   let restarts = 0;
   const randomDirection = (): Float64Array => randomNormal(size, rand);
-  // The Krylov start: the seeded random vector, or the unit start plus an equally weighted
-  // unit random probe, so that an explicit start gets the protection of a random one.
-  let v0 = randomDirection();
-  if (options.start !== undefined) {
-    const given = normalize(options.start).unit;
-    const probe = normalize(v0).unit;
-    v0 = given.map((g, i) => g + probe[i]);
-  }
-  if (!space.add(v0)) space.add(randomDirection());
+  if (!space.add(krylovStart(randomDirection(), options.start))) space.add(randomDirection());
 
   let value = 0;
   let residual = Infinity;
