@@ -121,11 +121,18 @@ export function parseCertifyFlags(raw: RawCertifyOptions): CertifyFlags {
  * certified accuracy per radius; writes DIR/certify.json and DIR/certify.csv (or --out DIR).
  */
 export function certifyCommand(): Command {
-  return new Command("certify")
+  const command = new Command("certify")
     .description(
       "certified robustness from Lipschitz bounds over balls: each input's certified radius (no input within it changes the prediction) and certified accuracy per radius, with the distribution-aware bound and with the softmax constant 1/2 (images: pixel space; text: token-embedding space, as attack)",
     )
-    .argument("[checkpoint]", checkpointArgumentHelp())
+    .argument("[checkpoint]", checkpointArgumentHelp());
+  certifyOptions(modelAndDataOptions(command));
+  return command.action(certifyAction);
+}
+
+/** The model and the held-out data: as `attack` takes them. */
+function modelAndDataOptions(command: Command): Command {
+  return command
     .addOption(
       optionWithDefault(
         "--model <preset|json>",
@@ -161,7 +168,12 @@ export function certifyCommand(): Command {
         "text data files: the character encoding",
         "the checkpoint's, else auto",
       ),
-    )
+    );
+}
+
+/** The threat model, the inputs and radii, and where the results go. */
+function certifyOptions(command: Command): Command {
+  return command
     .addOption(
       optionWithDefault(
         "--norm <norm>",
@@ -207,25 +219,30 @@ export function certifyCommand(): Command {
     .option(
       "--force",
       "replace existing certify.json and certify.csv (without it, earlier results are never overwritten)",
-    )
-    .action(async (checkpoint: string | undefined, raw: RawCertifyOptions) => {
-      const flags = parseCertifyFlags(raw);
-      if (checkpoint === undefined && !flags.randomInit)
-        throw new InputError("certify: give a checkpoint folder, or --random-init with --model");
-      if (checkpoint !== undefined && flags.randomInit)
-        throw new InputError("certify: give either a checkpoint folder or --random-init, not both");
-      if (checkpoint !== undefined && raw.model !== undefined)
-        throw new InputError(
-          "certify: --model applies with --random-init only (a checkpoint has its own config)",
-        );
-      // Heavy modules load only when the command runs, so other commands stay fast.
-      const { runCertify } = await import("../pipelines/certifyRun.ts");
-      await runCertify({
-        ...flags,
-        checkpoint,
-        textColumn: raw.textColumn,
-        labelColumn: raw.labelColumn,
-        encoding: raw.encoding,
-      });
-    });
+    );
+}
+
+/** Checks the flags against the checkpoint argument and runs the pipeline. */
+async function certifyAction(
+  checkpoint: string | undefined,
+  raw: RawCertifyOptions,
+): Promise<void> {
+  const flags = parseCertifyFlags(raw);
+  if (checkpoint === undefined && !flags.randomInit)
+    throw new InputError("certify: give a checkpoint folder, or --random-init with --model");
+  if (checkpoint !== undefined && flags.randomInit)
+    throw new InputError("certify: give either a checkpoint folder or --random-init, not both");
+  if (checkpoint !== undefined && raw.model !== undefined)
+    throw new InputError(
+      "certify: --model applies with --random-init only (a checkpoint has its own config)",
+    );
+  // Heavy modules load only when the command runs, so other commands stay fast.
+  const { runCertify } = await import("../pipelines/certifyRun.ts");
+  await runCertify({
+    ...flags,
+    checkpoint,
+    textColumn: raw.textColumn,
+    labelColumn: raw.labelColumn,
+    encoding: raw.encoding,
+  });
 }
