@@ -269,180 +269,163 @@ export function initDivergence(error: unknown, init: string | undefined): unknow
   );
 }
 
+/**
+ * The train command's flags after --data, in help order: the flags, the help, and the default
+ * the help shows (absent for flags without one: --out, --resume and --init). --data's help lists
+ * the registered data sources, so {@link trainCommand} adds it when it is called.
+ */
+const TRAIN_FLAG_HELP: readonly (readonly [flags: string, help: string, shown?: string])[] = [
+  ["--text-column <name>", "csv/jsonl: the column / key holding the text", "text"],
+  [
+    "--label-column <name>",
+    "csv/jsonl: the column / key holding the label (classes in sorted label order)",
+    "label",
+  ],
+  [
+    "--encoding <name>",
+    "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint",
+    "auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252",
+  ],
+  [
+    "--model <preset|json>",
+    "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config",
+    "vit-tiny; text data: text-tiny",
+  ],
+  ["--epochs <n>", "epochs; with --resume, the new total", "3"],
+  ["--batch <n>", "examples per step", "32"],
+  ["--lr <x>", "peak learning rate", String(DEFAULT_LR)],
+  ["--min-lr <x>", "learning rate at the end of the cosine decay, at most --lr", "0"],
+  [
+    "--weight-decay <x>",
+    "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings)",
+    "0.05",
+  ],
+  ["--warmup <steps>", "linear warm-up steps", "10% of all steps"],
+  ["--clip <norm>", "clip gradients to this global l2 norm; 0 = off", "1"],
+  [
+    "--augment-shift <pixels>",
+    "image data: shift each training image by a random whole number of pixels, at most this many each way (a new draw per image and epoch; the border fills with black)",
+    "0: off",
+  ],
+  ["--jasmin <lambda>", `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off`, "0"],
+  ["--jasmin-norm <norm>", "per-row sigma: top2, quad or exact", "top2"],
+  ["--jasmin-reduce <r>", "max-log, max or mean", "max-log"],
+  ["--jasmin-layers <list>", "block indices to regularise, e.g. 0,1", "all"],
+  ["--seed <n>", "seed of initialisation, shuffling and the embedded-MNIST split", "0"],
+  [
+    "--out <dir>",
+    "folder for checkpoints and metrics.jsonl, which must not hold a checkpoint (required, except with --resume)",
+  ],
+  ["--limit <n>", "use the first n training examples", "all"],
+  ["--test-limit <n>", "use the first n test examples", "all"],
+  ["--backend <name>", "tfjs backend: wasm or cpu", "wasm"],
+  ["--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)"],
+  [
+    "--init <dir>",
+    "start a new run from the weights of the attnlip checkpoint in dir, on its data, split and seed (a fresh optimizer and schedule; e.g. fine-tune a trained model with JaSMin)",
+  ],
+  ["--progress <mode>", "auto (a bar on a terminal, lines otherwise), bar, lines or none", "auto"],
+  [
+    "--workers <int>",
+    "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding)",
+    "the number of cores",
+  ],
+];
+
 /** `attnlip train`: trains a ViT (images) or text classifier (text) with cross-entropy + lambda * JaSMin; checkpoints in --out. */
 export function trainCommand(): Command {
-  return new Command("train")
+  const command = new Command("train")
     .description(
       "train a ViT on MNIST / IDX / CIFAR-10, or a text classifier on SpamAssassin / CSV / JSONL, with cross-entropy + lambda * JaSMin (AdamW, warm-up + cosine, clipping), checkpointing each epoch",
     )
-    .addOption(optionWithDefault("--data <spec>", specForms(undefined, true), "mnist"))
-    .addOption(
-      optionWithDefault(
-        "--text-column <name>",
-        "csv/jsonl: the column / key holding the text",
-        "text",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--label-column <name>",
-        "csv/jsonl: the column / key holding the label (classes in sorted label order)",
-        "label",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--encoding <name>",
-        "csv/jsonl: the file's character encoding, e.g. utf-8, windows-1252, iso-8859-15, utf-16le, shift_jis; recorded in the checkpoint",
-        "auto: UTF-16 after its byte-order mark, else UTF-8, else Windows-1252",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--model <preset|json>",
-        "model preset (a ViT's image size and channels, a text model's classes come from the data) or a JSON config",
-        "vit-tiny; text data: text-tiny",
-      ),
-    )
-    .addOption(optionWithDefault("--epochs <n>", "epochs; with --resume, the new total", "3"))
-    .addOption(optionWithDefault("--batch <n>", "examples per step", "32"))
-    .addOption(optionWithDefault("--lr <x>", "peak learning rate", String(DEFAULT_LR)))
-    .addOption(
-      optionWithDefault(
-        "--min-lr <x>",
-        "learning rate at the end of the cosine decay, at most --lr",
-        "0",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--weight-decay <x>",
-        "decoupled weight decay on weight matrices (not biases, LayerNorm, embeddings)",
-        "0.05",
-      ),
-    )
-    .addOption(optionWithDefault("--warmup <steps>", "linear warm-up steps", "10% of all steps"))
-    .addOption(
-      optionWithDefault("--clip <norm>", "clip gradients to this global l2 norm; 0 = off", "1"),
-    )
-    .addOption(
-      optionWithDefault(
-        "--augment-shift <pixels>",
-        "image data: shift each training image by a random whole number of pixels, at most this many each way (a new draw per image and epoch; the border fills with black)",
-        "0: off",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--jasmin <lambda>",
-        `JaSMin weight lambda, at most ${JASMIN_MAX_LAMBDA}; 0 = off`,
-        "0",
-      ),
-    )
-    .addOption(
-      optionWithDefault("--jasmin-norm <norm>", "per-row sigma: top2, quad or exact", "top2"),
-    )
-    .addOption(optionWithDefault("--jasmin-reduce <r>", "max-log, max or mean", "max-log"))
-    .addOption(
-      optionWithDefault("--jasmin-layers <list>", "block indices to regularise, e.g. 0,1", "all"),
-    )
-    .addOption(
-      optionWithDefault(
-        "--seed <n>",
-        "seed of initialisation, shuffling and the embedded-MNIST split",
-        "0",
-      ),
-    )
-    .option(
-      "--out <dir>",
-      "folder for checkpoints and metrics.jsonl, which must not hold a checkpoint (required, except with --resume)",
-    )
-    .addOption(optionWithDefault("--limit <n>", "use the first n training examples", "all"))
-    .addOption(optionWithDefault("--test-limit <n>", "use the first n test examples", "all"))
-    .addOption(optionWithDefault("--backend <name>", "tfjs backend: wasm or cpu", "wasm"))
-    .option("--resume <dir>", "continue the checkpoint in dir (to --epochs or its planned epochs)")
-    .option(
-      "--init <dir>",
-      "start a new run from the weights of the attnlip checkpoint in dir, on its data, split and seed (a fresh optimizer and schedule; e.g. fine-tune a trained model with JaSMin)",
-    )
-    .addOption(
-      optionWithDefault(
-        "--progress <mode>",
-        "auto (a bar on a terminal, lines otherwise), bar, lines or none",
-        "auto",
-      ),
-    )
-    .addOption(
-      optionWithDefault(
-        "--workers <int>",
-        "worker threads, each computing the gradient of a slice of every batch (1: this thread only; a run repeated with the same count is bit-identical, and other counts agree to float32 rounding)",
-        "the number of cores",
-      ),
-    )
-    .action(async (raw: RawTrainOptions, command: Command) => {
-      if (command.args.length > 0)
-        throw new InputError(`train: unexpected argument '${command.args[0]}'`);
-      const flags = parseTrainFlags(raw);
-      // Before any work: an --out that cannot be written is refused now, not after loading the data.
-      if (flags.out !== undefined && flags.resume === undefined)
-        checkOutPath(flags.out, "folder", "--out", "train");
-      const workers = resolveWorkers(flags.workers, "train");
-      await useBackend(flags.backend ?? "wasm");
-      // Ctrl-C: one line saying what the last checkpoint holds and how to continue it, then the
-      // usual exit status of an interrupted command (130); worker threads end with the process.
-      const folder = (flags.resume ?? flags.out) as string;
-      const onInterrupt = () => {
-        process.stderr.write(`${process.stdout.isTTY ? "\n" : ""}${interruptedLine(folder)}\n`);
-        process.exit(130);
-      };
-      process.once("SIGINT", onInterrupt);
-      const result = await trainInWorkers({
-        workers,
-        backend: flags.backend ?? "wasm",
-        data: flags.data,
-        textColumn: flags.textColumn,
-        labelColumn: flags.labelColumn,
-        encoding: flags.encoding,
-        model: flags.model,
-        epochs: flags.epochs,
-        batchSize: flags.batch,
-        lr: flags.lr,
-        minLr: flags.minLr,
-        weightDecay: flags.weightDecay,
-        warmupSteps: flags.warmup,
-        clip: flags.clip,
-        augmentShift: flags.augmentShift,
-        jasmin: {
-          lambda: flags.jasmin,
-          norm: flags.jasminNorm,
-          reduce: flags.jasminReduce,
-          layers: flags.jasminLayers,
-        },
-        seed: flags.seed,
-        out: flags.out,
-        limit: flags.limit,
-        testLimit: flags.testLimit,
-        resume: flags.resume,
-        init: flags.init,
-        progress: (flags.progress ?? "auto") as ProgressMode,
-      })
-        .catch((e: unknown) => Promise.reject(initDivergence(e, flags.init)))
-        .finally(() => process.off("SIGINT", onInterrupt));
-      const acc = result.finalTestAccuracy;
-      if (result.trainSeconds === 0) {
-        const st = result.trainState;
-        console.log(
-          `already trained to epoch ${st.epoch}${st.epochs >= st.epoch ? ` of ${st.epochs}` : ` (--epochs ${st.epochs} asks for fewer; a run is never shortened)`}: nothing to do (pass --epochs N with N > ${st.epoch} to train on); ` +
-            `test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, checkpoint in ${result.out}`,
-        );
-        result.model.dispose();
-        return;
-      }
-      console.log(
-        `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
-          `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${kindOfModel(result.model.config).rateUnit} (training steps), ` +
-          `checkpoint in ${result.out}`,
-      );
-      result.model.dispose();
-    });
+    .addOption(optionWithDefault("--data <spec>", specForms(undefined, true), "mnist"));
+  for (const [flags, help, shown] of TRAIN_FLAG_HELP)
+    if (shown === undefined) command.option(flags, help);
+    else command.addOption(optionWithDefault(flags, help, shown));
+  return command.action(runTrain);
+}
+
+/**
+ * The settings of {@link trainInWorkers} from the train command's validated flags: each flag
+ * under its setting's name, absent flags left undefined (train and the checkpoint fill them in).
+ *
+ * @example trainSettings(parseTrainFlags({ out: "runs/a", jasmin: "0.1" }), 1).jasmin?.lambda // 0.1
+ */
+function trainSettings(flags: TrainFlags, workers: number): Parameters<typeof trainInWorkers>[0] {
+  return {
+    workers,
+    backend: flags.backend ?? "wasm",
+    data: flags.data,
+    textColumn: flags.textColumn,
+    labelColumn: flags.labelColumn,
+    encoding: flags.encoding,
+    model: flags.model,
+    epochs: flags.epochs,
+    batchSize: flags.batch,
+    lr: flags.lr,
+    minLr: flags.minLr,
+    weightDecay: flags.weightDecay,
+    warmupSteps: flags.warmup,
+    clip: flags.clip,
+    augmentShift: flags.augmentShift,
+    jasmin: {
+      lambda: flags.jasmin,
+      norm: flags.jasminNorm,
+      reduce: flags.jasminReduce,
+      layers: flags.jasminLayers,
+    },
+    seed: flags.seed,
+    out: flags.out,
+    limit: flags.limit,
+    testLimit: flags.testLimit,
+    resume: flags.resume,
+    init: flags.init,
+    progress: (flags.progress ?? "auto") as ProgressMode,
+  };
+}
+
+/**
+ * The train command's action: checks the flags and --out, trains (in worker threads with
+ * --workers), and prints the final line. Ctrl-C prints one line saying what the last checkpoint
+ * holds and how to continue it, then exits with status 130.
+ *
+ * @throws InputError on bad flags or an --out that cannot be written (before any work);
+ *   what training throws (a divergence at --init's first step with its own advice).
+ */
+async function runTrain(raw: RawTrainOptions, command: Command): Promise<void> {
+  if (command.args.length > 0)
+    throw new InputError(`train: unexpected argument '${command.args[0]}'`);
+  const flags = parseTrainFlags(raw);
+  // Before any work: an --out that cannot be written is refused now, not after loading the data.
+  if (flags.out !== undefined && flags.resume === undefined)
+    checkOutPath(flags.out, "folder", "--out", "train");
+  const workers = resolveWorkers(flags.workers, "train");
+  await useBackend(flags.backend ?? "wasm");
+  // Ctrl-C: one line saying what the last checkpoint holds and how to continue it, then the
+  // usual exit status of an interrupted command (130); worker threads end with the process.
+  const folder = (flags.resume ?? flags.out) as string;
+  const onInterrupt = () => {
+    process.stderr.write(`${process.stdout.isTTY ? "\n" : ""}${interruptedLine(folder)}\n`);
+    process.exit(130);
+  };
+  process.once("SIGINT", onInterrupt);
+  const result = await trainInWorkers(trainSettings(flags, workers))
+    .catch((e: unknown) => Promise.reject(initDivergence(e, flags.init)))
+    .finally(() => process.off("SIGINT", onInterrupt));
+  const acc = result.finalTestAccuracy;
+  if (result.trainSeconds === 0) {
+    const st = result.trainState;
+    console.log(
+      `already trained to epoch ${st.epoch}${st.epochs >= st.epoch ? ` of ${st.epochs}` : ` (--epochs ${st.epochs} asks for fewer; a run is never shortened)`}: nothing to do (pass --epochs N with N > ${st.epoch} to train on); ` +
+        `test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, checkpoint in ${result.out}`,
+    );
+    result.model.dispose();
+    return;
+  }
+  console.log(
+    `final test accuracy ${Number.isFinite(acc) ? (100 * acc).toFixed(2) + "%" : "n/a"}, ` +
+      `wall time ${result.wallSeconds.toFixed(1)} s, ${result.imagesPerSecond.toFixed(1)} ${kindOfModel(result.model.config).rateUnit} (training steps), ` +
+      `checkpoint in ${result.out}`,
+  );
+  result.model.dispose();
 }
