@@ -1,12 +1,13 @@
 import { batchCount, SeededRng, shuffledOrder } from "../data/dataset.ts";
 import { InputError } from "../util/errors.ts";
-import { saveCheckpoint, type TrainState } from "./checkpoint.ts";
-import { evaluateBatchesYielding } from "./evaluate.ts";
+import { saveCheckpoint } from "./checkpoint.ts";
+import { evaluateBatchesYielding, type Evaluation } from "./evaluate.ts";
 import type { ProgressReporter } from "./progress.ts";
 import { learningRateAt } from "./schedule.ts";
 import type { TrainingRun } from "./setup.ts";
-import type { JasminSettings } from "./step.ts";
+import type { JasminSettings, StepMetrics } from "./step.ts";
 import type { Stepper } from "./stepper.ts";
+import type { TrainState } from "./trainState.ts";
 
 /** One epoch of training: shuffled batches, a step each, evaluation, the checkpoint. */
 
@@ -55,36 +56,75 @@ function mean(sum: number, n: number): number {
   return n > 0 ? sum / n : NaN;
 }
 
+/** What the steps of an epoch add up: batch-size-weighted sums of the step figures. */
+interface StepSums {
+  loss: number;
+  ce: number;
+  jasmin: number;
+  sigma: number;
+  correct: number;
+}
+
+/** The steps of one epoch: examples seen, training seconds, sums and the last learning rate. */
+interface EpochSteps {
+  seen: number;
+  seconds: number;
+  sums: StepSums;
+  lr: number;
+}
+
 /**
- * Runs epoch `epoch` of a run: a permutation of the training split from the shuffling stream
- * `rng`, batches of state.batchSize (the last one smaller), one {@link trainStep} each (with
- * the scheduled learning rate), then evaluation on the test split, the epoch's summary in
- * state.history, and a checkpoint in run.out. Advances run.state (step, epoch, RNG state,
- * training seconds).
- *
- * @throws TrainingDiverged on a non-finite loss or gradient norm (before that update) or test
- *   cross-entropy (before saving); the previous checkpoint stays intact.
+ * The error of a step whose loss or gradient norm is not finite (before its update): what was
+ * not finite, the step's figures, and which checkpoint is intact.
  */
-export async function trainEpoch(
+function divergedStep(
+  run: TrainingRun,
+  epoch: number,
+  m: StepMetrics,
+  lr: number,
+): TrainingDiverged {
+  const { state, out } = run;
+  const what = Number.isFinite(m.loss)
+    ? `the gradient norm is ${m.gradNorm}`
+    : `the loss is ${m.loss}`;
+  const kept =
+    out === null
+      ? "no checkpoint was written (no output folder)"
+      : state.epoch > 0
+        ? `the checkpoint of epoch ${state.epoch} in ${out} is intact`
+        : `no checkpoint had been written yet`;
+  return new TrainingDiverged(
+    `training diverged at epoch ${epoch}, step ${state.step + 1}: ${what} ` +
+      `(cross-entropy ${m.crossEntropy}, jasmin ${m.jasmin}, lr ${lr.toPrecision(3)}); ${kept}; ` +
+      `try a lower --lr, --clip or --jasmin, or check the data for NaN`,
+    epoch,
+    state.step + 1,
+  );
+}
+
+/**
+ * The steps of epoch `epoch`: a permutation of the training split from `rng`, batches of
+ * state.batchSize (augmented when the run augments), one step each at the scheduled learning
+ * rate, a metrics.jsonl record and a progress update after each. Advances state.step.
+ *
+ * @throws TrainingDiverged on a non-finite loss or gradient norm (before that update).
+ */
+async function epochSteps(
   run: TrainingRun,
   epoch: number,
   rng: SeededRng,
   output: EpochOutput,
-): Promise<EpochResult> {
-  const { model, optimizer, dataset, state, out, kind } = run;
+): Promise<EpochSteps> {
+  const { dataset, state, kind } = run;
   const { progress, record } = output;
   const jasmin = state.jasmin as JasminSettings;
-  const steps = batchCount(state.data.trainCount, state.batchSize);
   const order = shuffledOrder(dataset.train.count, rng);
-  progress.startEpoch(epoch, state.epochs, steps);
-  const epochStart = performance.now();
+  progress.startEpoch(epoch, state.epochs, batchCount(state.data.trainCount, state.batchSize));
   let epochSeconds = 0;
   let seen = 0;
   let done = 0;
   const sums = { loss: 0, ce: 0, jasmin: 0, sigma: 0, correct: 0 };
   let lr = 0;
-  // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
-  const rateUnit = kind.rateUnit;
   for (const plain of kind.batches(dataset.train, order, state.batchSize)) {
     const batch =
       state.augment !== undefined && kind.augment !== undefined
@@ -94,24 +134,7 @@ export async function trainEpoch(
     const t0 = performance.now();
     const m = await output.stepper.step(batch, { lr, clip: state.optimizer.clip, jasmin });
     const dt = (performance.now() - t0) / 1000;
-    if (!m.finite) {
-      const what = Number.isFinite(m.loss)
-        ? `the gradient norm is ${m.gradNorm}`
-        : `the loss is ${m.loss}`;
-      const kept =
-        out === null
-          ? "no checkpoint was written (no output folder)"
-          : state.epoch > 0
-            ? `the checkpoint of epoch ${state.epoch} in ${out} is intact`
-            : `no checkpoint had been written yet`;
-      throw new TrainingDiverged(
-        `training diverged at epoch ${epoch}, step ${state.step + 1}: ${what} ` +
-          `(cross-entropy ${m.crossEntropy}, jasmin ${m.jasmin}, lr ${lr.toPrecision(3)}); ${kept}; ` +
-          `try a lower --lr, --clip or --jasmin, or check the data for NaN`,
-        epoch,
-        state.step + 1,
-      );
-    }
+    if (!m.finite) throw divergedStep(run, epoch, m, lr);
     epochSeconds += dt;
     state.step++;
     done++;
@@ -138,11 +161,25 @@ export async function trainEpoch(
       loss: sums.loss / seen,
       accuracy: sums.correct / seen,
       imagesPerSecond: seen / epochSeconds,
-      unit: rateUnit,
+      // Throughput in the data's own unit: images for a ViT, examples (texts) for a text model.
+      unit: kind.rateUnit,
     });
   }
   progress.endEpoch();
-  state.trainSeconds += epochSeconds;
+  return { seen, seconds: epochSeconds, sums, lr };
+}
+
+/**
+ * The test split's accuracy and cross-entropy after epoch `epoch` (null without a test split).
+ *
+ * @throws TrainingDiverged when the test cross-entropy is not finite (before saving).
+ */
+async function epochTest(
+  run: TrainingRun,
+  epoch: number,
+  output: EpochOutput,
+): Promise<Evaluation | null> {
+  const { model, dataset, state, out, kind } = run;
   const evalOptions = { batchSize: output.evalBatchSize };
   const test =
     dataset.test.count === 0
@@ -161,6 +198,31 @@ export async function trainEpoch(
       epoch,
       state.step,
     );
+  return test;
+}
+
+/**
+ * Runs epoch `epoch` of a run: a permutation of the training split from the shuffling stream
+ * `rng`, batches of state.batchSize (the last one smaller), one {@link trainStep} each (with
+ * the scheduled learning rate), then evaluation on the test split, the epoch's summary in
+ * state.history, and a checkpoint in run.out. Advances run.state (step, epoch, RNG state,
+ * training seconds).
+ *
+ * @throws TrainingDiverged on a non-finite loss or gradient norm (before that update) or test
+ *   cross-entropy (before saving); the previous checkpoint stays intact.
+ */
+export async function trainEpoch(
+  run: TrainingRun,
+  epoch: number,
+  rng: SeededRng,
+  output: EpochOutput,
+): Promise<EpochResult> {
+  const { model, optimizer, dataset, state, out, kind } = run;
+  const { progress, record } = output;
+  const epochStart = performance.now();
+  const { seen, seconds: epochSeconds, sums, lr } = await epochSteps(run, epoch, rng, output);
+  state.trainSeconds += epochSeconds;
+  const test = await epochTest(run, epoch, output);
   const summary = {
     epoch,
     step: state.step,
@@ -206,7 +268,7 @@ export async function trainEpoch(
   progress.log(
     `epoch ${epoch}/${state.epochs}: ${testText}, train loss ${summary.trainLoss.toFixed(4)}, ` +
       `train accuracy ${(100 * summary.trainAccuracy).toFixed(2)}%, mean sigma ${summary.meanSigma.toFixed(4)}, ` +
-      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} ${rateUnit}${output.stepper.workers > 1 ? ` on ${output.stepper.workers} workers` : ""}), ` +
+      `${epochSeconds.toFixed(1)} s (${(seen / epochSeconds).toFixed(1)} ${kind.rateUnit}${output.stepper.workers > 1 ? ` on ${output.stepper.workers} workers` : ""}), ` +
       `${((performance.now() - epochStart) / 1000).toFixed(1)} s with evaluation${out !== null ? ", checkpoint saved" : ""}`,
   );
   return {
