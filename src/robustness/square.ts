@@ -3,6 +3,7 @@ import { mulberry32 } from "../nn/prng.ts";
 import { ATTACK_DEFAULTS } from "./defaults.ts";
 import type { InputBatch } from "./inputSpace.ts";
 import { predictWithMargins } from "./loss.ts";
+import type { AttackNorm } from "./options.ts";
 import type { AttackContext, AttackSpec } from "./registry.ts";
 
 /**
@@ -143,36 +144,36 @@ export interface SquareOptions {
 }
 
 /**
- * Square on one batch: the loop of {@link SQUARE_ATTACK}. Returns per input the point that
- * broke it, else the point of lowest margin found.
- *
- * @param context the batch, labels and settings (eps, norm, queries, seed, clip).
- * @returns float32, batch.x's shape (caller disposes).
- * @throws InputError on logits that define no class distribution.
+ * One batch as Square reads it: the layout of an input, its entries, the clean points x0
+ * [b * size] (row-major, input after input), the entries that may move (null: all), the radius
+ * and the clip to the valid range.
  */
-export function squareWithBatch(context: AttackContext, options: SquareOptions = {}): tf.Tensor {
-  const { batch, labels, settings } = context;
-  const { eps, norm, queries } = settings;
-  const [lo, hi] = batch.clip;
-  const shape = batch.x.shape;
-  const b = batch.size;
-  const size = shape.slice(1).reduce((a, d) => a * d, 1);
-  if (eps === 0) return tf.clone(batch.x);
-  const layout = squareLayout(shape);
-  const { h, w, c } = layout;
-  const x0 = Float32Array.from(batch.x.dataSync());
-  const movable = movableEntries(batch);
-  const truth = labels.dataSync();
-  const rngs = Array.from({ length: b }, (_, i) =>
-    mulberry32((settings.seed ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0),
-  );
-  const pInit = options.pInit ?? SQUARE_P_INIT;
-  const clamp = (v: number) => Math.min(hi, Math.max(lo, v));
-  const index = (r: number, col: number, ch: number) => (r * w + col) * c + ch;
-  const sign = (rng: () => number) => (rng() < 0.5 ? -1 : 1);
+interface SquarePoints {
+  layout: SquareLayout;
+  size: number;
+  x0: Float32Array;
+  movable: Uint8Array | null;
+  eps: number;
+  clamp: (v: number) => number;
+}
 
-  // The start: l_inf vertical stripes of +-eps (one sign per column and channel), l_2 a grid of
-  // the eta pattern with a random sign per tile and channel, scaled to norm eps.
+/** -1 or 1 with equal odds, one draw of rng. */
+function randomSign(rng: () => number): number {
+  return rng() < 0.5 ? -1 : 1;
+}
+
+/**
+ * Square's start for every input: l_inf vertical stripes of +-eps (one sign per column and
+ * channel), l_2 a grid of the eta pattern with a random sign per tile and channel, scaled to
+ * norm eps. Draws from each input's own stream.
+ *
+ * @returns the start points [b * size].
+ */
+function squareStart(points: SquarePoints, rngs: (() => number)[], norm: AttackNorm): Float32Array {
+  const { layout, size, x0, movable, eps, clamp } = points;
+  const { h, w, c } = layout;
+  const index = (r: number, col: number, ch: number) => (r * w + col) * c + ch;
+  const b = rngs.length;
   const best = new Float32Array(b * size);
   for (let i = 0; i < b; i++) {
     const o = i * size;
@@ -180,7 +181,7 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
     if (norm === "linf") {
       for (let col = 0; col < w; col++)
         for (let ch = 0; ch < c; ch++) {
-          const s = sign(rng);
+          const s = randomSign(rng);
           for (let r = 0; r < h; r++) {
             const k = o + index(r, col, ch);
             best[k] = movable === null || movable[k] ? clamp(x0[k] + eps * s) : x0[k];
@@ -198,7 +199,7 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
         for (let q = 0; q < nw; q++) {
           const eta = squareEta(th, tw, rng() > 0.5);
           for (let ch = 0; ch < c; ch++) {
-            const s = sign(rng);
+            const s = randomSign(rng);
             for (let u = 0; u < th; u++)
               for (let v = 0; v < tw; v++)
                 delta[index(r0 + a * th + u, c0 + q * tw + v, ch)] += eta[u * tw + v] * s;
@@ -207,19 +208,75 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
       writeL2(best, o, x0, delta, movable, eps, clamp);
     }
   }
+  return best;
+}
 
-  const margins = new Float64Array(b);
-  const done = new Uint8Array(b);
-  const used = new Uint32Array(b).fill(1);
-  let sub: InputBatch | null = null;
-  let subRows: number[] = [];
-  const evaluate = (
+/**
+ * The l_inf update of input i: a random window of the fraction p set to x0 +- eps, one sign per
+ * channel, the signs drawn again (up to 10 times, as the paper's code) while the window would
+ * not change the point; written into out[at..] (which holds the input's best point).
+ */
+function linfUpdate(
+  out: Float32Array,
+  at: number,
+  best: Float32Array,
+  i: number,
+  points: SquarePoints,
+  rng: () => number,
+  p: number,
+): void {
+  const { layout, size, x0, movable, eps, clamp } = points;
+  const { h, w, c } = layout;
+  const index = (r: number, col: number, ch: number) => (r * w + col) * c + ch;
+  const [sh, sw] = squareWindow(p, layout, 1, false);
+  const vh = Math.floor(rng() * (h - sh + 1));
+  const vw = Math.floor(rng() * (w - sw + 1));
+  const signs = new Int8Array(c);
+  for (let attempt = 0; attempt < 10; attempt++) {
+    for (let ch = 0; ch < c; ch++) signs[ch] = randomSign(rng);
+    let changes = false;
+    for (let r = vh; r < vh + sh && !changes; r++)
+      for (let col = vw; col < vw + sw && !changes; col++)
+        for (let ch = 0; ch < c; ch++) {
+          const k = index(r, col, ch);
+          if (
+            (movable === null || movable[i * size + k]) &&
+            clamp(x0[i * size + k] + eps * signs[ch]) !== best[i * size + k]
+          )
+            changes = true;
+        }
+    if (changes) break;
+  }
+  for (let r = vh; r < vh + sh; r++)
+    for (let col = vw; col < vw + sw; col++)
+      for (let ch = 0; ch < c; ch++) {
+        const k = index(r, col, ch);
+        if (movable === null || movable[i * size + k])
+          out[at + k] = clamp(x0[i * size + k] + eps * signs[ch]);
+      }
+}
+
+/**
+ * Predictions and margins of points of some of a batch's inputs (one forward pass), the
+ * sub-batch of those inputs kept while their number does not change; `dispose` frees it.
+ */
+function marginEvaluator(
+  batch: InputBatch,
+  truth: ArrayLike<number>,
+): {
+  evaluate: (
     rows: number[],
     points: Float32Array,
-  ): { predicted: Int32Array; margins: Float64Array } => {
+  ) => { predicted: Int32Array; margins: Float64Array };
+  dispose: () => void;
+} {
+  const shape = batch.x.shape;
+  let sub: InputBatch | null = null;
+  let subRows: number[] = [];
+  const evaluate = (rows: number[], points: Float32Array) => {
     if (sub === null || subRows.length !== rows.length) {
       if (sub !== null && sub !== batch) sub.dispose();
-      sub = rows.length === b ? batch : batch.select(rows);
+      sub = rows.length === batch.size ? batch : batch.select(rows);
       subRows = rows;
     }
     const t = tf.tensor(points, [rows.length, ...shape.slice(1)], "float32");
@@ -233,7 +290,49 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
       t.dispose();
     }
   };
+  const dispose = () => {
+    const last = sub as InputBatch | null;
+    if (last !== null && last !== batch) last.dispose();
+  };
+  return { evaluate, dispose };
+}
 
+/**
+ * Square on one batch: the loop of {@link SQUARE_ATTACK}. Returns per input the point that
+ * broke it, else the point of lowest margin found.
+ *
+ * @param context the batch, labels and settings (eps, norm, queries, seed, clip).
+ * @returns float32, batch.x's shape (caller disposes).
+ * @throws InputError on logits that define no class distribution.
+ */
+export function squareWithBatch(context: AttackContext, options: SquareOptions = {}): tf.Tensor {
+  const { batch, labels, settings } = context;
+  const { eps, norm, queries } = settings;
+  const [lo, hi] = batch.clip;
+  const shape = batch.x.shape;
+  const b = batch.size;
+  const size = shape.slice(1).reduce((a, d) => a * d, 1);
+  if (eps === 0) return tf.clone(batch.x);
+  const layout = squareLayout(shape);
+  const points: SquarePoints = {
+    layout,
+    size,
+    x0: Float32Array.from(batch.x.dataSync()),
+    movable: movableEntries(batch),
+    eps,
+    clamp: (v: number) => Math.min(hi, Math.max(lo, v)),
+  };
+  const { x0, movable, clamp } = points;
+  const truth = labels.dataSync();
+  const rngs = Array.from({ length: b }, (_, i) =>
+    mulberry32((settings.seed ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0),
+  );
+  const pInit = options.pInit ?? SQUARE_P_INIT;
+  const best = squareStart(points, rngs, norm);
+  const margins = new Float64Array(b);
+  const done = new Uint8Array(b);
+  const used = new Uint32Array(b).fill(1);
+  const { evaluate, dispose } = marginEvaluator(batch, truth);
   try {
     const all = Array.from({ length: b }, (_, i) => i);
     const start = evaluate(all, best);
@@ -250,36 +349,8 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
         const at = j * size;
         candidates.set(best.subarray(i * size, (i + 1) * size), at);
         const rng = rngs[i];
-        if (norm === "linf") {
-          const [sh, sw] = squareWindow(p, layout, 1, false);
-          const vh = Math.floor(rng() * (h - sh + 1));
-          const vw = Math.floor(rng() * (w - sw + 1));
-          // Signs per channel, drawn again (up to 10 times, as the paper's code) while the
-          // window would not change the point.
-          const signs = new Int8Array(c);
-          for (let attempt = 0; attempt < 10; attempt++) {
-            for (let ch = 0; ch < c; ch++) signs[ch] = sign(rng);
-            let changes = false;
-            for (let r = vh; r < vh + sh && !changes; r++)
-              for (let col = vw; col < vw + sw && !changes; col++)
-                for (let ch = 0; ch < c; ch++) {
-                  const k = index(r, col, ch);
-                  if (
-                    (movable === null || movable[i * size + k]) &&
-                    clamp(x0[i * size + k] + eps * signs[ch]) !== best[i * size + k]
-                  )
-                    changes = true;
-                }
-            if (changes) break;
-          }
-          for (let r = vh; r < vh + sh; r++)
-            for (let col = vw; col < vw + sw; col++)
-              for (let ch = 0; ch < c; ch++) {
-                const k = index(r, col, ch);
-                if (movable === null || movable[i * size + k])
-                  candidates[at + k] = clamp(x0[i * size + k] + eps * signs[ch]);
-              }
-        } else l2Update(candidates, at, best, i * size, x0, movable, rng, p, layout, eps, clamp);
+        if (norm === "linf") linfUpdate(candidates, at, best, i, points, rng, p);
+        else l2Update(candidates, at, best, i * size, x0, movable, rng, p, layout, eps, clamp);
       });
       const after = evaluate(rows, candidates.subarray(0, rows.length * size));
       rows.forEach((i, j) => {
@@ -293,8 +364,7 @@ export function squareWithBatch(context: AttackContext, options: SquareOptions =
       });
     }
   } finally {
-    const last = sub as InputBatch | null;
-    if (last !== null && last !== batch) last.dispose();
+    dispose();
   }
   options.onQueries?.(used);
   return tf.tensor(best, shape, "float32");
