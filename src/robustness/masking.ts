@@ -71,6 +71,132 @@ const andList = (items: string[]) =>
 
 const percent = (v: number) => `${(100 * v).toFixed(1)}%`;
 
+/** eps as the lines write it: at most 6 significant digits. */
+const formatEps = (eps: number) => String(Number(eps.toPrecision(6)));
+
+/**
+ * Check 1 of {@link maskingChecks}: inputs broken by a gradient-free attack but by none of the
+ * gradient attacks at the same radius (run where both kinds ran).
+ */
+function gradientFreeOnlyCheck(rows: RobustnessAtEps[], n: number): MaskingCheck {
+  const perEps = rows.map((r) => {
+    const { gradient, free, kinds } = brokenKinds(r, n);
+    let count = 0;
+    for (let i = 0; i < n; i++) if (free[i] && !gradient[i]) count++;
+    return { eps: r.eps, count, both: kinds.has("gradient") && kinds.has("free") };
+  });
+  if (!perEps.some((p) => p.both))
+    return {
+      flag: null,
+      line: "not run (it compares a gradient-free attack, e.g. square or autoattack, with gradient attacks: run both kinds)",
+    };
+  const seen = perEps.filter((p) => p.both && p.count > 0);
+  return seen.length === 0
+    ? {
+        flag: false,
+        line: "the gradient-free attack broke no input that the gradient attacks left robust",
+      }
+    : {
+        flag: true,
+        line:
+          `the gradient-free attack (Square) broke inputs that every gradient attack left robust (${seen
+            .map((p) => `eps ${formatEps(p.eps)}: ${p.count} of ${n}`)
+            .join("; ")}): ` + "the gradient attacks are blind there, a sign of gradient masking",
+      };
+}
+
+/**
+ * Check 2 of {@link maskingChecks}: at the range check's radius the gradient attacks (every
+ * attack, when none reads the gradient) leave some clean-correct input correct.
+ */
+function rangeCheck(evaluation: RobustnessEvaluation, rangeWhat?: string): MaskingCheck {
+  const n = evaluation.count;
+  const range = evaluation.range;
+  if (range === undefined)
+    return {
+      flag: null,
+      line: "not run (no range check: it attacks at the radius of the whole input range)",
+    };
+  const { gradient, free, kinds } = brokenKinds(range, n);
+  const useGradient = kinds.has("gradient");
+  let left = 0;
+  for (let i = 0; i < n; i++)
+    if (evaluation.cleanCorrect[i] && !gradient[i] && (useGradient || !free[i])) left++;
+  const by = useGradient ? "the gradient attacks" : "the attacks";
+  const what = `eps ${formatEps(range.eps)}${rangeWhat !== undefined ? ` (${rangeWhat})` : ""}`;
+  return left === 0
+    ? { flag: false, line: `${by} broke every input at ${what}` }
+    : {
+        flag: true,
+        line:
+          `${by} left ${left} of ${n} inputs (${percent(left / n)}) correct at ${what}, where an attack with a usable ` +
+          "gradient breaks every input: robust accuracy does not fall towards 0 as the radius grows to the input range, " +
+          "a sign of gradient masking (or of a model that predicts one class almost everywhere)",
+      };
+}
+
+/**
+ * Per gradient attack and radius, how many inputs it left robust (clean-correct, not broken)
+ * carry the flag `pick` reads, as "LABEL at eps E: K of N" (none: no entry). A zero gradient at
+ * an input already broken (e.g. the DLR loss where the true class is third) does not matter.
+ */
+function flaggedRobust(
+  evaluation: RobustnessEvaluation,
+  rows: RobustnessAtEps[],
+  gradientNames: string[],
+  label: (name: string) => string,
+  pick: (o: AttackOutcome) => Uint8Array,
+): string[] {
+  const n = evaluation.count;
+  return rows.flatMap((r) =>
+    gradientNames.flatMap((a) => {
+      const o = r.attacks[a];
+      if (o === undefined) return [];
+      const flags = pick(o);
+      let count = 0;
+      for (let i = 0; i < n; i++)
+        if (flags[i] && evaluation.cleanCorrect[i] && !o.success[i]) count++;
+      return count === 0 ? [] : [`${label(a)} at eps ${formatEps(r.eps)}: ${count} of ${n}`];
+    }),
+  );
+}
+
+/** Check 3 of {@link maskingChecks} from the inputs with a zero and with a non-finite gradient. */
+function gradientUnusableCheck(noGradient: boolean, zero: string[], bad: string[]): MaskingCheck {
+  return noGradient
+    ? { flag: null, line: "not run (no gradient attack ran)" }
+    : zero.length === 0 && bad.length === 0
+      ? {
+          flag: false,
+          line: "the loss gradient was finite and non-zero at every input the gradient attacks left robust",
+        }
+      : {
+          flag: true,
+          line: `the loss gradient was ${andList([
+            ...(zero.length > 0
+              ? [`exactly zero at inputs the attack left robust (${zero.join("; ")})`]
+              : []),
+            ...(bad.length > 0
+              ? [`NaN or infinite at inputs the attack left robust (${bad.join("; ")})`]
+              : []),
+          ])}: the attack had no usable direction there, so their robust accuracy is a sign of gradient masking, not of robustness`,
+        };
+}
+
+/** Check 4 of {@link maskingChecks} from the inputs whose loss did not rise. */
+function lossNotRaisedCheck(noGradient: boolean, flat: string[]): MaskingCheck {
+  return noGradient
+    ? { flag: null, line: "not run (no gradient attack ran)" }
+    : flat.length === 0
+      ? { flag: false, line: "every gradient attack raised the loss of each input it left robust" }
+      : {
+          flag: true,
+          line:
+            `the loss did not rise along the attack for inputs it left robust (${flat.join("; ")}): ` +
+            "neither did the cross-entropy rise nor the margin fall, a sign of gradient masking",
+        };
+}
+
 /**
  * The masking checks of an evaluation:
  *
@@ -98,117 +224,24 @@ export function maskingChecks(
   options: { label?: (name: string) => string; rangeWhat?: string } = {},
 ): MaskingReport {
   const label = options.label ?? attackLabel;
-  const n = evaluation.count;
   const rows = evaluation.results.filter((r) => r.eps > 0);
   const names = [...new Set(rows.flatMap((r) => Object.keys(r.attacks)))];
   const gradientNames = names.filter(usesGradient);
-  const format = (eps: number) => String(Number(eps.toPrecision(6)));
-
-  // 1. Broken by a gradient-free attack only.
-  let gradientFreeOnly: MaskingCheck;
-  const perEps = rows.map((r) => {
-    const { gradient, free, kinds } = brokenKinds(r, n);
-    let count = 0;
-    for (let i = 0; i < n; i++) if (free[i] && !gradient[i]) count++;
-    return { eps: r.eps, count, both: kinds.has("gradient") && kinds.has("free") };
-  });
-  if (!perEps.some((p) => p.both))
-    gradientFreeOnly = {
-      flag: null,
-      line: "not run (it compares a gradient-free attack, e.g. square or autoattack, with gradient attacks: run both kinds)",
-    };
-  else {
-    const seen = perEps.filter((p) => p.both && p.count > 0);
-    gradientFreeOnly =
-      seen.length === 0
-        ? {
-            flag: false,
-            line: "the gradient-free attack broke no input that the gradient attacks left robust",
-          }
-        : {
-            flag: true,
-            line:
-              `the gradient-free attack (Square) broke inputs that every gradient attack left robust (${seen
-                .map((p) => `eps ${format(p.eps)}: ${p.count} of ${n}`)
-                .join("; ")}): ` +
-              "the gradient attacks are blind there, a sign of gradient masking",
-          };
-  }
-
-  // 2. The range check.
-  let rangeNotBroken: MaskingCheck;
-  const range = evaluation.range;
-  if (range === undefined)
-    rangeNotBroken = {
-      flag: null,
-      line: "not run (no range check: it attacks at the radius of the whole input range)",
-    };
-  else {
-    const { gradient, free, kinds } = brokenKinds(range, n);
-    const useGradient = kinds.has("gradient");
-    let left = 0;
-    for (let i = 0; i < n; i++)
-      if (evaluation.cleanCorrect[i] && !gradient[i] && (useGradient || !free[i])) left++;
-    const by = useGradient ? "the gradient attacks" : "the attacks";
-    const what = `eps ${format(range.eps)}${options.rangeWhat !== undefined ? ` (${options.rangeWhat})` : ""}`;
-    rangeNotBroken =
-      left === 0
-        ? { flag: false, line: `${by} broke every input at ${what}` }
-        : {
-            flag: true,
-            line:
-              `${by} left ${left} of ${n} inputs (${percent(left / n)}) correct at ${what}, where an attack with a usable ` +
-              "gradient breaks every input: robust accuracy does not fall towards 0 as the radius grows to the input range, " +
-              "a sign of gradient masking (or of a model that predicts one class almost everywhere)",
-          };
-  }
-
-  // 3 and 4: the gradient attacks' flags on the inputs they left robust (a zero gradient at an
-  // input already broken, e.g. the DLR loss where the true class is third, does not matter).
-  const listed = (pick: (o: AttackOutcome) => Uint8Array) =>
-    rows.flatMap((r) =>
-      gradientNames.flatMap((a) => {
-        const o = r.attacks[a];
-        if (o === undefined) return [];
-        const flags = pick(o);
-        let count = 0;
-        for (let i = 0; i < n; i++)
-          if (flags[i] && evaluation.cleanCorrect[i] && !o.success[i]) count++;
-        return count === 0 ? [] : [`${label(a)} at eps ${format(r.eps)}: ${count} of ${n}`];
-      }),
-    );
   const noGradient = gradientNames.length === 0;
-  const zero = listed((o) => o.zeroGradient);
-  const bad = listed((o) => o.nonFiniteGradient);
-  const gradientUnusable: MaskingCheck = noGradient
-    ? { flag: null, line: "not run (no gradient attack ran)" }
-    : zero.length === 0 && bad.length === 0
-      ? {
-          flag: false,
-          line: "the loss gradient was finite and non-zero at every input the gradient attacks left robust",
-        }
-      : {
-          flag: true,
-          line: `the loss gradient was ${andList([
-            ...(zero.length > 0
-              ? [`exactly zero at inputs the attack left robust (${zero.join("; ")})`]
-              : []),
-            ...(bad.length > 0
-              ? [`NaN or infinite at inputs the attack left robust (${bad.join("; ")})`]
-              : []),
-          ])}: the attack had no usable direction there, so their robust accuracy is a sign of gradient masking, not of robustness`,
-        };
-  const flat = listed((o) => o.lossNotRaised);
-  const lossNotRaised: MaskingCheck = noGradient
-    ? { flag: null, line: "not run (no gradient attack ran)" }
-    : flat.length === 0
-      ? { flag: false, line: "every gradient attack raised the loss of each input it left robust" }
-      : {
-          flag: true,
-          line:
-            `the loss did not rise along the attack for inputs it left robust (${flat.join("; ")}): ` +
-            "neither did the cross-entropy rise nor the margin fall, a sign of gradient masking",
-        };
+  // 3 and 4: the gradient attacks' flags on the inputs they left robust.
+  const flagged = (pick: (o: AttackOutcome) => Uint8Array) =>
+    flaggedRobust(evaluation, rows, gradientNames, label, pick);
+  const gradientFreeOnly = gradientFreeOnlyCheck(rows, evaluation.count);
+  const rangeNotBroken = rangeCheck(evaluation, options.rangeWhat);
+  const gradientUnusable = gradientUnusableCheck(
+    noGradient,
+    flagged((o) => o.zeroGradient),
+    flagged((o) => o.nonFiniteGradient),
+  );
+  const lossNotRaised = lossNotRaisedCheck(
+    noGradient,
+    flagged((o) => o.lossNotRaised),
+  );
   const checks = [gradientFreeOnly, rangeNotBroken, gradientUnusable, lossNotRaised];
   return {
     gradientFreeOnly,
