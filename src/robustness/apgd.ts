@@ -191,6 +191,98 @@ export interface ApgdOptions {
 }
 
 /**
+ * APGD's start: x, or a random point of the ball when s.randomStart (seeded by s.seed, entries
+ * that must not move masked by maskStart), with its loss point and its checked gradient.
+ *
+ * @returns the start `current`, its {@link LossPoint} and gradient g (the caller disposes
+ *   current and g; the point's own grad is g or freed).
+ * @throws what `at` or the gradient check throws, with nothing left allocated.
+ */
+function apgdStart(
+  at: LossPointFn,
+  x: tf.Tensor,
+  s: ResolvedAttackSettings,
+  maskStart: ApgdOptions["maskStart"],
+  zero: Uint8Array,
+  nonFinite: Uint8Array,
+): { current: tf.Tensor; point: LossPoint; g: tf.Tensor } {
+  const { eps, norm, clip } = s;
+  const current = s.randomStart
+    ? randomStartPoint(x, norm, eps, s.seed, clip, maskStart)
+    : tf.clone(x);
+  let point: LossPoint;
+  try {
+    point = at(current);
+  } catch (e) {
+    current.dispose();
+    throw e;
+  }
+  try {
+    return { current, point, g: checkGradient(point.grad, zero, nonFinite, point.correct) };
+  } catch (e) {
+    tf.dispose([current, point.grad]);
+    throw e;
+  }
+}
+
+/**
+ * One APGD step from x_k = current with gradient g: z = P(x_k + eta sign(g)) (l_2:
+ * eta g / ||g||_2); the first step is z, later ones
+ * P(x_k + alpha (z - x_k) + (1 - alpha)(x_k - x_{k-1})), P the projection onto the ball around
+ * x and the clip range.
+ *
+ * @returns x_{k+1}, a new tensor (current and previous are kept).
+ */
+function momentumStep(
+  current: tf.Tensor,
+  previous: tf.Tensor,
+  g: tf.Tensor,
+  x: tf.Tensor,
+  eta: Float64Array,
+  s: ResolvedAttackSettings,
+  first: boolean,
+): tf.Tensor {
+  const { eps, norm, clip } = s;
+  const z = tf.tidy(() => projectClip(ascent(current, g, eta, norm), x, eps, norm, clip));
+  if (first) return z;
+  const next = tf.tidy(() => {
+    const moved = tf.add(
+      current,
+      tf.add(tf.mul(ALPHA, tf.sub(z, current)), tf.mul(1 - ALPHA, tf.sub(current, previous))),
+    );
+    return projectClip(moved, x, eps, norm, clip);
+  });
+  z.dispose();
+  return next;
+}
+
+/**
+ * APGD's test at a checkpoint, per example: restart (halve eta, in place, and go back to the
+ * best point) when (1) fewer than rho = 75% of the `steps` steps since the last checkpoint raised
+ * its loss, or (2) its eta was not halved at the last checkpoint and its best loss has not risen
+ * since then.
+ *
+ * @returns 1 where the example restarts [b].
+ */
+function checkpointRule(
+  raised: Uint32Array,
+  steps: number,
+  reducedLast: Uint8Array,
+  bestAtCheckpoint: Float64Array,
+  bestLoss: Float64Array,
+  eta: Float64Array,
+): Uint8Array {
+  const restart = new Uint8Array(eta.length);
+  for (let i = 0; i < eta.length; i++) {
+    const fewRaises = raised[i] < RHO * steps;
+    const stalled = !reducedLast[i] && bestAtCheckpoint[i] >= bestLoss[i];
+    restart[i] = fewRaises || stalled ? 1 : 0;
+    if (restart[i]) eta[i] /= 2;
+  }
+  return restart;
+}
+
+/**
  * The APGD loop (Croce and Hein 2020, Algorithm 1, as AutoAttack implements it) on the inputs x
  * with settings s: N = s.steps steps and N + 1 loss and gradient evaluations (the start and
  * every iterate). Step size eta = 2 eps per example at the start; the first step plain, later
@@ -229,29 +321,15 @@ export function apgdWithLoss(
   options: ApgdOptions = {},
 ): tf.Tensor {
   const b = x.shape[0] as number;
-  const { eps, norm, clip } = s;
+  const { eps, norm } = s;
   const zero = new Uint8Array(b);
   const nonFinite = new Uint8Array(b);
   const checkpoints = new Set(apgdCheckpoints(s.steps));
   const eta = new Float64Array(b).fill(2 * eps);
   const swap = (old: tf.Tensor, next: tf.Tensor) => (old.dispose(), next);
-  let current = s.randomStart
-    ? randomStartPoint(x, norm, eps, s.seed, clip, options.maskStart)
-    : tf.clone(x);
-  let first: LossPoint;
-  try {
-    first = at(current);
-  } catch (e) {
-    current.dispose();
-    throw e;
-  }
-  let g: tf.Tensor;
-  try {
-    g = checkGradient(first.grad, zero, nonFinite, first.correct);
-  } catch (e) {
-    tf.dispose([current, first.grad]);
-    throw e;
-  }
+  const start = apgdStart(at, x, s, options.maskStart, zero, nonFinite);
+  const first = start.point;
+  let { current, g } = start;
   let previous = tf.clone(current);
   let best = tf.clone(current);
   let bestGrad = tf.clone(g);
@@ -265,21 +343,7 @@ export function apgdWithLoss(
   let lastCheckpoint = 0;
   try {
     for (let k = 0; k < s.steps; k++) {
-      const z = tf.tidy(() => projectClip(ascent(current, g, eta, norm), x, eps, norm, clip));
-      const next =
-        k === 0
-          ? z
-          : tf.tidy(() => {
-              const moved = tf.add(
-                current,
-                tf.add(
-                  tf.mul(ALPHA, tf.sub(z, current)),
-                  tf.mul(1 - ALPHA, tf.sub(current, previous)),
-                ),
-              );
-              return projectClip(moved, x, eps, norm, clip);
-            });
-      if (next !== z) z.dispose();
+      const next = momentumStep(current, previous, g, x, eta, s, k === 0);
       previous.dispose();
       previous = current;
       current = next;
@@ -305,13 +369,14 @@ export function apgdWithLoss(
       bestGrad = swap(bestGrad, pick(improved, g, bestGrad));
       const done = k + 1;
       if (!checkpoints.has(done)) continue;
-      const restart = new Uint8Array(b);
-      for (let i = 0; i < b; i++) {
-        const fewRaises = raised[i] < RHO * (done - lastCheckpoint);
-        const stalled = !reducedLast[i] && bestAtCheckpoint[i] >= bestLoss[i];
-        restart[i] = fewRaises || stalled ? 1 : 0;
-        if (restart[i]) eta[i] /= 2;
-      }
+      const restart = checkpointRule(
+        raised,
+        done - lastCheckpoint,
+        reducedLast,
+        bestAtCheckpoint,
+        bestLoss,
+        eta,
+      );
       reducedLast.set(restart);
       raised.fill(0);
       lastCheckpoint = done;
