@@ -6,10 +6,26 @@ import { writeFileAtomically, writeJsonAtomically } from "../io/atomicWrite.ts";
 import { checkOutPath } from "../io/outPath.ts";
 import { InputError } from "../util/errors.ts";
 import { aggregateStudy, RUNS_FOLDER, studyCsv, type StudySummary } from "../study/aggregate.ts";
-import { expandGrid, GRID_FILE, gridDifference, mergeGridInput, parseStudyGrid, readGridFile, shardRuns, type StudyGrid } from "../study/grid.ts";
+import {
+  expandGrid,
+  GRID_FILE,
+  gridDifference,
+  mergeGridInput,
+  parseStudyGrid,
+  readGridFile,
+  shardRuns,
+  type StudyGrid,
+  type StudyRun,
+} from "../study/grid.ts";
 import { preflightGrid } from "../study/preflight.ts";
 import { readRunResult } from "../study/result.ts";
-import { PRETRAIN_FOLDER, pretrainBases, pretrainIdOf, readPretrained, type PretrainBase } from "../study/pretrain.ts";
+import {
+  PRETRAIN_FOLDER,
+  pretrainBases,
+  pretrainIdOf,
+  readPretrained,
+  type PretrainBase,
+} from "../study/pretrain.ts";
 import { runPretrain, runStudyRun, type StudyRunOptions } from "./studyRunOne.ts";
 
 /** How often a shard looks whether another shard has finished a pretrained model it waits for. */
@@ -87,6 +103,67 @@ function refuseOtherFolder(out: string): void {
 export async function runStudy(options: StudyOptions): Promise<StudySummary> {
   checkOutPath(options.out, "folder", "OUT", "study");
   const out = resolve(options.out);
+  const { grid, saved } = await studyGrid(out, options);
+  const all = expandGrid(grid);
+  const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
+  await mkdir(join(out, RUNS_FOLDER), { recursive: true });
+  if (!saved) await saveGrid(out, grid);
+  await useBackend(options.backend);
+  // Every finished run's result.json is read before the first line: a damaged one stops the study at once.
+  const finished = await Promise.all(
+    runs.map((run) => readRunResult(join(out, RUNS_FOLDER, run.id))),
+  );
+  const progress = options.progress ?? ((line: string) => console.error(line));
+  const log = options.log ?? ((line: string) => console.log(line));
+  const started = performance.now();
+  const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
+  const stage = { backend: options.backend, workers: options.workers ?? 1, log };
+  // Pretraining first: this shard's share of the grid's pretrained models (every n-th, as runs).
+  const bases = pretrainBases(grid, all);
+  const baseDir = (id: string) => join(out, PRETRAIN_FOLDER, id);
+  const myBases =
+    options.shard !== undefined ? shardRuns(bases, options.shard.k, options.shard.n) : bases;
+  await pretrainShare(myBases, grid, baseDir, stage, (line) => progress(`study${label}: ${line}`));
+  for (const [i, run] of runs.entries())
+    if (finished[i] !== null)
+      progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
+  const pending = runs.map((run, i) => ({ run, i })).filter(({ i }) => finished[i] === null);
+  await runPending(pending, {
+    out,
+    grid,
+    total: runs.length,
+    bases,
+    baseDir,
+    stage,
+    label,
+    shard: options.shard,
+    pollMs: options.pollMs ?? PRETRAIN_POLL_MS,
+    progress,
+  });
+  const summary = await aggregateStudy(out);
+  await writeJsonAtomically(join(out, "study.json"), summary);
+  await writeFileAtomically(join(out, "study.csv"), studyCsv(summary));
+  progress(
+    `study${label}: ${summary.finished} finished run(s) aggregated into ${join(out, "study.json")} and study.csv in ${formatDuration((performance.now() - started) / 1000)}` +
+      (summary.unfinished.length > 0
+        ? ` (${summary.unfinished.length} unfinished: not included)`
+        : ""),
+  );
+  return summary;
+}
+
+/**
+ * The grid of the study in OUT: the one saved there (the given fields, if any, must agree with
+ * it), or for a new study the given one, checked by a preflight before it is saved.
+ *
+ * @returns the grid and whether OUT had it saved already.
+ * @throws InputError when OUT holds another grid, holds something other than a study, or holds
+ *   no study and no grid is given; what the preflight throws.
+ */
+async function studyGrid(
+  out: string,
+  options: StudyOptions,
+): Promise<{ grid: StudyGrid; saved: boolean }> {
   let saved = readGridFile(out);
   if (saved === null)
     try {
@@ -97,69 +174,97 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       if (saved === null) throw e;
     }
   const where = options.where ?? "study";
-  let grid: StudyGrid;
   if (saved !== null) {
     // Only what was given is compared: the rest stays as the folder's grid has it.
     if (options.grid !== undefined) {
-      const diff = gridDifference(saved, parseStudyGrid(mergeGridInput(saved, options.grid), where));
+      const diff = gridDifference(
+        saved,
+        parseStudyGrid(mergeGridInput(saved, options.grid), where),
+      );
       if (diff !== null)
-        throw new InputError(`study: ${out} holds a study with another grid (${diff}); continue it without grid flags, or choose another folder`);
+        throw new InputError(
+          `study: ${out} holds a study with another grid (${diff}); continue it without grid flags, or choose another folder`,
+        );
     }
-    grid = saved;
-  } else {
-    // A new study needs its grid said: a study killed before it saved its grid, continued
-    // without flags, must not start the default grid (hours of runs) in its place.
-    if (options.grid === undefined)
-      throw new InputError(`study: ${out} holds no study yet (no ${GRID_FILE}): give the grid to start one (flags such as --model, --lambdas, --seeds, or --config FILE)`);
-    grid = parseStudyGrid(options.grid, where);
-    // Before the grid is saved: a folder must not keep a grid whose runs cannot start.
-    await preflightGrid(grid);
+    return { grid: saved, saved: true };
   }
-  const all = expandGrid(grid);
-  const runs = options.shard !== undefined ? shardRuns(all, options.shard.k, options.shard.n) : all;
-  await mkdir(join(out, RUNS_FOLDER), { recursive: true });
-  if (saved === null) {
-    await writeJsonAtomically(join(out, GRID_FILE), grid);
-    // Two shards started together may both have found no grid and saved theirs: the last one
-    // written is the study's, and a shard that finds another grid there stops before any run
-    // (best effort: one that re-reads before the other writes cannot see it).
-    const kept = readGridFile(out);
-    const diff = kept === null ? null : gridDifference(kept, grid);
-    if (diff !== null)
-      throw new InputError(`study: ${out}: another process started the study with another grid at the same time (${diff}); give every shard the same grid`);
-  }
-  await useBackend(options.backend);
-  // Every finished run's result.json is read before the first line: a damaged one stops the study at once.
-  const finished = await Promise.all(runs.map((run) => readRunResult(join(out, RUNS_FOLDER, run.id))));
-  const progress = options.progress ?? ((line: string) => console.error(line));
-  const log = options.log ?? ((line: string) => console.log(line));
-  const started = performance.now();
-  const label = options.shard !== undefined ? ` (shard ${options.shard.k}/${options.shard.n})` : "";
-  const stage = { backend: options.backend, workers: options.workers ?? 1, log };
-  // Pretraining first: this shard's share of the grid's pretrained models (every n-th, as runs).
-  const bases = pretrainBases(grid, all);
-  const baseDir = (id: string) => join(out, PRETRAIN_FOLDER, id);
-  const myBases = options.shard !== undefined ? shardRuns(bases, options.shard.k, options.shard.n) : bases;
-  await pretrainShare(myBases, grid, baseDir, stage, (line) => progress(`study${label}: ${line}`));
+  // A new study needs its grid said: a study killed before it saved its grid, continued
+  // without flags, must not start the default grid (hours of runs) in its place.
+  if (options.grid === undefined)
+    throw new InputError(
+      `study: ${out} holds no study yet (no ${GRID_FILE}): give the grid to start one (flags such as --model, --lambdas, --seeds, or --config FILE)`,
+    );
+  const grid = parseStudyGrid(options.grid, where);
+  // Before the grid is saved: a folder must not keep a grid whose runs cannot start.
+  await preflightGrid(grid);
+  return { grid, saved: false };
+}
+
+/**
+ * Saves a new study's grid in OUT/study-grid.json.
+ *
+ * @throws InputError when another process saved another grid there at the same time.
+ */
+async function saveGrid(out: string, grid: StudyGrid): Promise<void> {
+  await writeJsonAtomically(join(out, GRID_FILE), grid);
+  // Two shards started together may both have found no grid and saved theirs: the last one
+  // written is the study's, and a shard that finds another grid there stops before any run
+  // (best effort: one that re-reads before the other writes cannot see it).
+  const kept = readGridFile(out);
+  const diff = kept === null ? null : gridDifference(kept, grid);
+  if (diff !== null)
+    throw new InputError(
+      `study: ${out}: another process started the study with another grid at the same time (${diff}); give every shard the same grid`,
+    );
+}
+
+/** What {@link runPending} needs of its study. */
+interface PendingContext {
+  out: string;
+  grid: StudyGrid;
+  /** Runs of this shard, for the "run i/total" lines. */
+  total: number;
+  bases: readonly PretrainBase[];
+  baseDir: (id: string) => string;
+  stage: StudyRunOptions;
+  /** " (shard k/n)" or "". */
+  label: string;
+  shard: { k: number; n: number } | undefined;
+  pollMs: number;
+  progress: (line: string) => void;
+}
+
+/**
+ * Runs the unfinished runs (with their index in the shard's runs) into OUT/runs/ID/, in grid
+ * order, except that a run whose pretrained model another shard has not finished yet waits
+ * while the next ready run goes first; a line before and after each, with the time left.
+ *
+ * @throws what a run throws, its message prefixed with "run ID: ".
+ */
+async function runPending(
+  pending: { run: StudyRun; i: number }[],
+  c: PendingContext,
+): Promise<void> {
+  const { out, grid, total, bases, baseDir, stage, label, shard, progress } = c;
   let ranSeconds = 0;
   let ran = 0;
-  // Runs in grid order, except that a run whose pretrained model another shard has not
-  // finished yet waits while the next ready run goes first.
-  const pending = runs.map((run, i) => ({ run, i })).filter(({ i }) => finished[i] === null);
-  for (const [i, run] of runs.entries())
-    if (finished[i] !== null) progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: finished earlier, skipped`);
   const waitingFor = new Set<string>();
   while (pending.length > 0) {
-    const next = pending.findIndex(({ run }) => bases.length === 0 || readPretrained(baseDir(pretrainIdOf(run))) !== null);
+    const next = pending.findIndex(
+      ({ run }) => bases.length === 0 || readPretrained(baseDir(pretrainIdOf(run))) !== null,
+    );
     if (next < 0) {
       for (const { run } of pending) {
         const id = pretrainIdOf(run);
         if (waitingFor.has(id)) continue;
         waitingFor.add(id);
-        const owner = options.shard !== undefined ? ` (pretrained by shard ${(bases.findIndex((b) => b.id === id) % options.shard.n) + 1}/${options.shard.n})` : "";
+        const owner =
+          shard !== undefined
+            ? ` (pretrained by shard ${(bases.findIndex((b) => b.id === id) % shard.n) + 1}/${shard.n})`
+            : "";
         progress(`study${label}: waiting for the pretrained model ${id}${owner}`);
       }
-      await sleep(options.pollMs ?? PRETRAIN_POLL_MS);
+      await sleep(c.pollMs);
       continue;
     }
     const [{ run, i }] = pending.splice(next, 1);
@@ -168,10 +273,18 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
     // Only runs started from nothing time the ETA: a run resumed from its saved stages (after a
     // kill) takes a fraction of a whole one.
     const fresh = !existsSync(join(dir, "train_state.json"));
-    const training = bases.length > 0 ? `fine-tune ${pretrainIdOf(run)} for ${grid.train.epochs} epoch(s)` : `train ${grid.train.epochs} epoch(s)`;
-    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id}: ${training}, analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`);
+    const training =
+      bases.length > 0
+        ? `fine-tune ${pretrainIdOf(run)} for ${grid.train.epochs} epoch(s)`
+        : `train ${grid.train.epochs} epoch(s)`;
+    progress(
+      `study${label}: run ${i + 1}/${total} ${run.id}: ${training}, analyze ${grid.analyze.n} inputs, attack ${grid.attack.n} inputs (l_inf and l_2)`,
+    );
     try {
-      await runStudyRun(run, grid, dir, { ...stage, ...(bases.length > 0 ? { pretrained: baseDir(pretrainIdOf(run)) } : {}) });
+      await runStudyRun(run, grid, dir, {
+        ...stage,
+        ...(bases.length > 0 ? { pretrained: baseDir(pretrainIdOf(run)) } : {}),
+      });
     } catch (e) {
       if (e instanceof Error) e.message = `run ${run.id}: ${e.message}`;
       throw e;
@@ -182,17 +295,14 @@ export async function runStudy(options: StudyOptions): Promise<StudySummary> {
       ran++;
     }
     const left = pending.length;
-    const eta = left > 0 && ran > 0 ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)` : "";
-    progress(`study${label}: run ${i + 1}/${runs.length} ${run.id} done in ${formatDuration(seconds)}${eta}`);
+    const eta =
+      left > 0 && ran > 0
+        ? `; about ${formatDuration((ranSeconds / ran) * left)} left for ${left} run(s)`
+        : "";
+    progress(
+      `study${label}: run ${i + 1}/${total} ${run.id} done in ${formatDuration(seconds)}${eta}`,
+    );
   }
-  const summary = await aggregateStudy(out);
-  await writeJsonAtomically(join(out, "study.json"), summary);
-  await writeFileAtomically(join(out, "study.csv"), studyCsv(summary));
-  progress(
-    `study${label}: ${summary.finished} finished run(s) aggregated into ${join(out, "study.json")} and study.csv in ${formatDuration((performance.now() - started) / 1000)}` +
-      (summary.unfinished.length > 0 ? ` (${summary.unfinished.length} unfinished: not included)` : ""),
-  );
-  return summary;
 }
 
 /**
@@ -212,7 +322,9 @@ async function pretrainShare(
     const dir = baseDir(base.id);
     if (readPretrained(dir) !== null) continue;
     const t0 = performance.now();
-    progress(`pretrain ${i + 1}/${bases.length} ${base.id}: train ${grid.train.pretrainEpochs} epoch(s) without JaSMin`);
+    progress(
+      `pretrain ${i + 1}/${bases.length} ${base.id}: train ${grid.train.pretrainEpochs} epoch(s) without JaSMin`,
+    );
     let pretrained;
     try {
       pretrained = await runPretrain(base, grid, dir, stage);
@@ -220,8 +332,13 @@ async function pretrainShare(
       if (e instanceof Error) e.message = `pretrain ${base.id}: ${e.message}`;
       throw e;
     }
-    const accuracy = pretrained.testAccuracy === null ? "" : `: test accuracy ${(100 * pretrained.testAccuracy).toFixed(2)}%`;
-    progress(`pretrain ${i + 1}/${bases.length} ${base.id} done in ${formatDuration((performance.now() - t0) / 1000)}${accuracy}`);
+    const accuracy =
+      pretrained.testAccuracy === null
+        ? ""
+        : `: test accuracy ${(100 * pretrained.testAccuracy).toFixed(2)}%`;
+    progress(
+      `pretrain ${i + 1}/${bases.length} ${base.id} done in ${formatDuration((performance.now() - t0) / 1000)}${accuracy}`,
+    );
   }
 }
 
