@@ -1,4 +1,4 @@
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { useBackend, type BackendName } from "../backend.ts";
 import { trainInWorkers } from "../parallel/trainTask.ts";
 import { checkOutPath } from "../io/outPath.ts";
@@ -54,7 +54,8 @@ export interface DemoRunSummary {
 }
 
 const REPORTED = ["paper", "t3-half", "t3-top2", "cov", "fused"] as const;
-const pct = (v: number | null | undefined) => (v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`);
+const pct = (v: number | null | undefined) =>
+  v === null || v === undefined ? "-" : `${(100 * v).toFixed(1)}%`;
 
 /**
  * The main job: on the embedded MNIST digits (or, with the text settings, the SpamAssassin
@@ -100,87 +101,141 @@ export async function runDemo(options: DemoOptions): Promise<DemoRunSummary[]> {
   let classes = 0;
 
   for (const run of runs) {
-    const dir = join(out, run.name);
-    step(`training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} examples of ${settings.data}, ${settings.epochs} epoch(s)`);
-    const trained = await trainInWorkers({
-      workers: options.workers ?? 1,
-      backend,
-      data: settings.data,
-      model: settings.model as never,
-      epochs: settings.epochs,
-      batchSize: settings.batch,
-      lr: settings.lr,
-      jasmin: { lambda: run.jasmin },
-      seed,
-      out: dir,
-      limit: settings.trainSize,
-    });
-    trained.model.dispose();
-
-    step(`analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test examples`);
-    const analysis = await runAnalyze({
-      force: true,
-      checkpoint: dir,
-      model: "vit-tiny",
-      seed,
-      data: settings.data,
-      n: settings.analyzeN,
-      out: dir,
-      backend,
-      mlp: "local",
-      headTruth: false,
-      blockTruth: true,
-      iterations: settings.iterations,
-      print: false,
-      workers: options.workers ?? 1,
-    });
-
-    step(`attacking ${run.name}: ${ATTACK_DEFAULTS.attacks.map(attackLabel).join(" and ")} (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`);
-    const attack = await runAttack({
-      // The demo's own folders: a rerun replaces its earlier results (README says so).
-      force: true,
-      checkpoint: dir,
-      model: "vit-tiny",
-      randomInit: false,
-      data: settings.data,
-      norm: settings.norm,
-      eps: settings.eps,
-      steps: settings.steps,
-      stepSize: null,
-      n: settings.attackN,
-      batch: 50,
-      seed,
-      attacks: [...ATTACK_DEFAULTS.attacks],
-      backend,
-      workers: options.workers ?? 1,
-      out: join(dir, "attack.json"),
-    });
-    summaries.push(summarizeRun(run.name, run.jasmin, analysis, attack, trained));
-    classes = (attack.model as { classes: number }).classes;
+    const done = await demoModel(join(out, run.name), run, options, step);
+    summaries.push(done.summary);
+    classes = done.classes;
   }
 
   step("writing the report");
   const committed = committedStudyFor(settings.task);
+  const reportPath = join(out, "report.html");
+  await writeDemoReport(reportPath, runs, lambda, settings, committed);
+  const seconds = (performance.now() - started) / 1000;
+  await writeJsonAtomically(join(out, "summary.json"), {
+    settings,
+    seed,
+    backend,
+    seconds,
+    runs: summaries,
+  });
+  console.log(`\n${summaryTable(summaries)}`);
+  const nearChance = nearChanceNote(summaries, classes);
+  if (nearChance !== null) console.log(nearChance);
+  if (committed !== null)
+    console.log(`\n${committed.heading}\n${committed.lines.map((l) => `  - ${l}`).join("\n")}`);
+  console.log(`demo finished in ${duration(seconds)}; report: ${reportPath}`);
+  return summaries;
+}
+
+/**
+ * One model of the demo in `dir`: trains it with JaSMin weight run.jasmin, analyses it (bounds
+ * beside block true values) and attacks it (the default attacks at the settings' radii), each
+ * stage announced by `step`.
+ *
+ * @returns its summary and the model's number of classes.
+ * @throws what training, the analysis and the attacks throw.
+ */
+async function demoModel(
+  dir: string,
+  run: { name: string; jasmin: number },
+  options: DemoOptions,
+  step: (what: string) => void,
+): Promise<{ summary: DemoRunSummary; classes: number }> {
+  const { settings, seed, backend } = options;
+  step(
+    `training ${run.name} (JaSMin lambda ${run.jasmin}) on ${settings.trainSize} examples of ${settings.data}, ${settings.epochs} epoch(s)`,
+  );
+  const trained = await trainInWorkers({
+    workers: options.workers ?? 1,
+    backend,
+    data: settings.data,
+    model: settings.model as never,
+    epochs: settings.epochs,
+    batchSize: settings.batch,
+    lr: settings.lr,
+    jasmin: { lambda: run.jasmin },
+    seed,
+    out: dir,
+    limit: settings.trainSize,
+  });
+  trained.model.dispose();
+
+  step(
+    `analysing ${run.name}: local Lipschitz bounds against true values on ${settings.analyzeN} test examples`,
+  );
+  const analysis = await runAnalyze({
+    force: true,
+    checkpoint: dir,
+    model: "vit-tiny",
+    seed,
+    data: settings.data,
+    n: settings.analyzeN,
+    out: dir,
+    backend,
+    mlp: "local",
+    headTruth: false,
+    blockTruth: true,
+    iterations: settings.iterations,
+    print: false,
+    workers: options.workers ?? 1,
+  });
+
+  step(
+    `attacking ${run.name}: ${ATTACK_DEFAULTS.attacks.map(attackLabel).join(" and ")} (${settings.norm}) at eps ${settings.eps.join(", ")} on ${settings.attackN} test examples`,
+  );
+  const attack = await runAttack({
+    // The demo's own folders: a rerun replaces its earlier results (README says so).
+    force: true,
+    checkpoint: dir,
+    model: "vit-tiny",
+    randomInit: false,
+    data: settings.data,
+    norm: settings.norm,
+    eps: settings.eps,
+    steps: settings.steps,
+    stepSize: null,
+    n: settings.attackN,
+    batch: 50,
+    seed,
+    attacks: [...ATTACK_DEFAULTS.attacks],
+    backend,
+    workers: options.workers ?? 1,
+    out: join(dir, "attack.json"),
+  });
+  return {
+    summary: summarizeRun(run.name, run.jasmin, analysis, attack, trained),
+    classes: (attack.model as { classes: number }).classes,
+  };
+}
+
+/**
+ * Writes the demo's report.html over its runs' folders (beside `reportPath`): titled by the
+ * task and model, with the committed study's lines as a note when one is committed.
+ */
+async function writeDemoReport(
+  reportPath: string,
+  runs: { name: string }[],
+  lambda: number,
+  settings: DemoSettings,
+  committed: { heading: string; lines: string[] } | null,
+): Promise<void> {
+  const out = dirname(reportPath);
   const html = await buildReport(
-    runs.map((r) => ({ dir: join(out, r.name), name: r.name === "jasmin" ? `JaSMin (lambda ${lambda})` : "baseline" })),
+    runs.map((r) => ({
+      dir: join(out, r.name),
+      name: r.name === "jasmin" ? `JaSMin (lambda ${lambda})` : "baseline",
+    })),
     {
       title:
         settings.task === "text"
           ? "attnlip demo: a text transformer on the SpamAssassin corpus, without and with JaSMin"
           : `attnlip demo: ${typeof settings.model === "string" ? settings.model : "a tiny ViT"} on MNIST, without and with JaSMin`,
-      ...(committed !== null ? { note: { heading: committed.heading, lines: committed.lines } } : {}),
+      ...(committed !== null
+        ? { note: { heading: committed.heading, lines: committed.lines } }
+        : {}),
     },
   );
-  const reportPath = join(out, "report.html");
   await writeReport(reportPath, html);
-  const seconds = (performance.now() - started) / 1000;
-  await writeJsonAtomically(join(out, "summary.json"), { settings, seed, backend, seconds, runs: summaries });
-  console.log(`\n${summaryTable(summaries)}`);
-  const nearChance = nearChanceNote(summaries, classes);
-  if (nearChance !== null) console.log(nearChance);
-  if (committed !== null) console.log(`\n${committed.heading}\n${committed.lines.map((l) => `  - ${l}`).join("\n")}`);
-  console.log(`demo finished in ${duration(seconds)}; report: ${reportPath}`);
-  return summaries;
 }
 
 /** The committed studies (docs/results/), by the demo task they speak for. */
@@ -194,12 +249,21 @@ const COMMITTED_STUDIES = { text: "study-spam.json", image: "study-mnist.json" }
  *
  * @example committedStudyFor("text")?.lines[1] // "JaSMin lowers the true network Lipschitz constant: ..."
  */
-export function committedStudyFor(task: "image" | "text", folder = new URL("../../docs/results/", import.meta.url)): { heading: string; lines: string[] } | null {
+export function committedStudyFor(
+  task: "image" | "text",
+  folder = new URL("../../docs/results/", import.meta.url),
+): { heading: string; lines: string[] } | null {
   const own = readCommittedStudy(fileURLToPath(new URL(COMMITTED_STUDIES[task], folder)));
-  const other = own === null ? readCommittedStudy(fileURLToPath(new URL(COMMITTED_STUDIES[task === "text" ? "image" : "text"], folder))) : null;
+  const other =
+    own === null
+      ? readCommittedStudy(
+          fileURLToPath(new URL(COMMITTED_STUDIES[task === "text" ? "image" : "text"], folder)),
+        )
+      : null;
   const study = own ?? other;
   if (study === null) return null;
-  const which = "several seeds; this demo's own table is one seed, where a difference can be seed-to-seed noise";
+  const which =
+    "several seeds; this demo's own table is one seed, where a difference can be seed-to-seed noise";
   return {
     heading:
       own !== null
@@ -264,16 +328,29 @@ export function summaryTable(runs: DemoRunSummary[]): string {
   rows.push(["JaSMin lambda", ...runs.map((r) => r.jasmin)]);
   rows.push(["clean accuracy (attacked examples)", ...runs.map((r) => pct(r.cleanAccuracy))]);
   const eps = runs[0].robustAccuracy.map((r) => r.eps).filter((e) => e > 0);
-  const attacks = orderAttacks(runs.flatMap((r) => r.robustAccuracy.flatMap((x) => Object.keys(x.robust))));
+  const attacks = orderAttacks(
+    runs.flatMap((r) => r.robustAccuracy.flatMap((x) => Object.keys(x.robust))),
+  );
   for (const a of attacks)
     for (const e of eps)
       rows.push([
         `${attackLabel(a)} robust accuracy, eps ${e}`,
         ...runs.map((r) => pct(r.robustAccuracy.find((x) => x.eps === e)?.robust[a])),
       ]);
-  rows.push(["median network Lipschitz, true", ...runs.map((r) => formatNumber(r.networkTrueMedian))]);
-  for (const v of REPORTED) rows.push([`median network bound, ${v}`, ...runs.map((r) => formatNumber(r.networkBoundMedian[v]))]);
-  for (const v of REPORTED) rows.push([`median network bound/true, ${v}`, ...runs.map((r) => formatNumber(r.boundOverTrue[v]))]);
+  rows.push([
+    "median network Lipschitz, true",
+    ...runs.map((r) => formatNumber(r.networkTrueMedian)),
+  ]);
+  for (const v of REPORTED)
+    rows.push([
+      `median network bound, ${v}`,
+      ...runs.map((r) => formatNumber(r.networkBoundMedian[v])),
+    ]);
+  for (const v of REPORTED)
+    rows.push([
+      `median network bound/true, ${v}`,
+      ...runs.map((r) => formatNumber(r.boundOverTrue[v])),
+    ]);
   rows.push(["mean sigma of attention rows", ...runs.map((r) => formatNumber(r.meanSigma))]);
   rows.push(["mean p_(1) of attention rows", ...runs.map((r) => formatNumber(r.meanTop1))]);
   rows.push(["training examples/s", ...runs.map((r) => formatNumber(r.imagesPerSecond, 3))]);
