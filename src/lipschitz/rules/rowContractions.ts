@@ -71,6 +71,46 @@ export function unpackSymmetric(
   return out;
 }
 
+/** z [n, width] row-major transposed to [width, n]. */
+function transposed(z: Float64Array, n: number, width: number): Float64Array {
+  const zt = new Float64Array(n * width);
+  for (let j = 0; j < n; j++) {
+    const o = j * width;
+    for (let t = 0; t < width; t++) zt[t * n + j] = z[o + t];
+  }
+  return zt;
+}
+
+/** One past the last nonzero of w[i .. i + n) (0 when all are zero). */
+function nonzeroEnd(w: Float64Array, i: number, n: number): number {
+  let end = n;
+  while (end > 0 && w[i + end - 1] === 0) end--;
+  return end;
+}
+
+/**
+ * One row's plain sums, the tail of {@link weightedRowSums}: out[o + t] = sum_{j < end}
+ * w[i + j] zt[t n + j] for the columns t in [from, width), j in increasing order.
+ */
+function rowSums(
+  w: Float64Array,
+  i: number,
+  zt: Float64Array,
+  n: number,
+  end: number,
+  out: Float64Array,
+  o: number,
+  from: number,
+  width: number,
+): void {
+  for (let t = from; t < width; t++) {
+    const b = t * n;
+    let acc = 0;
+    for (let j = 0; j < end; j++) acc += w[i + j] * zt[b + j];
+    out[o + t] = acc;
+  }
+}
+
 /**
  * Row r of the result [rows.length, width] is sum_j w[rows[r], j] z_j over j = 0..n-1 in
  * increasing order (w [*, n] row-major, z [n, width]): W Z for the listed rows. Blocked as a
@@ -90,28 +130,11 @@ export function weightedRowSums(
   w: Float64Array,
   z: Float64Array,
 ): Float64Array {
-  const zt = new Float64Array(n * width);
-  for (let j = 0; j < n; j++) {
-    const o = j * width;
-    for (let t = 0; t < width; t++) zt[t * n + j] = z[o + t];
-  }
+  const zt = transposed(z, n, width);
   const out = new Float64Array(rows.length * width);
-  // One row's plain sum for columns [from, width).
-  const single = (r: number, from: number, end: number) => {
-    const i = rows[r] * n;
-    for (let t = from; t < width; t++) {
-      const b = t * n;
-      let acc = 0;
-      for (let j = 0; j < end; j++) acc += w[i + j] * zt[b + j];
-      out[r * width + t] = acc;
-    }
-  };
-  const lastNonzero = (r: number) => {
-    const i = rows[r] * n;
-    let end = n;
-    while (end > 0 && w[i + end - 1] === 0) end--;
-    return end;
-  };
+  const single = (r: number, from: number, end: number) =>
+    rowSums(w, rows[r] * n, zt, n, end, out, r * width, from, width);
+  const lastNonzero = (r: number) => nonzeroEnd(w, rows[r] * n, n);
   let r = 0;
   for (; r + 3 < rows.length; r += 4) {
     const i0 = rows[r] * n;
